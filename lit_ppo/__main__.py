@@ -1,0 +1,4 @@
+from lit_ppo.cli import main
+
+if __name__ == "__main__":
+    main()

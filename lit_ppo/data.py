@@ -1,0 +1,209 @@
+"""The rollout stream: an ``IterableDataset`` that plays the envs on the CPU, wrapped in a ``LightningDataModule``.
+
+How PPO maps onto Lightning: **one Lightning epoch = one rollout + its updates.** Each ``__iter__`` collects
+one rollout of ``num_envs x num_steps`` steps with the latest weights, then yields ``update_epochs`` shuffled
+passes of minibatches of ``minibatch_size``; ``__len__`` is that batch count, so Lightning never prefetches
+across a rollout boundary (the next rollout always acts with the weights of the last update). The budget
+``total_timesteps`` becomes the Trainer's ``max_epochs`` (iterations), counting the steps of every rank.
+"""
+
+import os
+from collections.abc import Callable, Iterator
+from typing import Any, Optional
+
+import lightning as L
+import torch
+from torch import Tensor
+from torch.utils.data import DataLoader, IterableDataset
+
+from lit_ppo.envs import VECTORIZATION_MODES, describe_spaces, make_vector_env
+from lit_ppo.errors import require
+from lit_ppo.evaluation import evaluate_policy
+from lit_ppo.losses import explained_variance
+from lit_ppo.networks import ActorCritic
+from lit_ppo.rollout import RolloutCollector, RolloutStats
+
+
+class RolloutDataset(IterableDataset):
+    """Yields the minibatches of one fresh rollout per iteration (see the module docstring)."""
+
+    def __init__(
+        self,
+        collector: RolloutCollector,
+        acting_policy: Callable[[], ActorCritic],
+        update_epochs: int,
+        minibatch_size: int,
+    ) -> None:
+        self.collector, self.acting_policy = collector, acting_policy
+        self.update_epochs, self.minibatch_size = update_epochs, minibatch_size
+        self.rollout_size = collector.num_steps * collector.num_envs
+        self.last_stats: Optional[RolloutStats] = None
+        self.last_explained_variance = float("nan")
+
+    def __len__(self) -> int:
+        return self.update_epochs * (self.rollout_size // self.minibatch_size)
+
+    def __iter__(self) -> Iterator[dict[str, Tensor]]:
+        data, self.last_stats = self.collector.collect(self.acting_policy())
+        self.last_explained_variance = explained_variance(data["values"], data["returns"])
+        for _ in range(self.update_epochs):
+            order = torch.randperm(self.rollout_size, generator=self.collector.generator)
+            for idx in order.split(self.minibatch_size):
+                yield {key: value[idx] for key, value in data.items()}
+
+
+class EvaluationDataset(IterableDataset):
+    """One item: the returns and lengths of ``episodes`` deterministic episodes on fresh environments."""
+
+    def __init__(self, make_envs: Callable[[], Any], acting_policy: Callable[[], ActorCritic], episodes: int, seed: int):
+        self.make_envs, self.acting_policy, self.episodes, self.seed = make_envs, acting_policy, episodes, seed
+
+    def __len__(self) -> int:
+        return 1
+
+    def __iter__(self) -> Iterator[dict[str, Tensor]]:
+        envs = self.make_envs()
+        try:
+            returns, lengths = evaluate_policy(self.acting_policy(), envs, self.episodes, self.seed)
+        finally:
+            envs.close()
+        yield {"returns": returns, "lengths": lengths}
+
+
+class PPODataModule(L.LightningDataModule):
+    """Environments, rollout settings and the environment-step budget.
+
+    Args:
+        env_id: any registered gymnasium id.
+        env_kwargs: keyword arguments for ``gymnasium.make``.
+        num_envs: environments per process (rank).
+        num_steps: steps per environment in one rollout.
+        total_timesteps: the budget: environment steps of all ranks together; training stops after
+            ``total_timesteps // (num_envs * num_steps * world_size)`` iterations (rollouts).
+        gamma: discount factor.
+        gae_lambda: GAE lambda.
+        update_epochs: passes over each rollout (PPO's K epochs).
+        minibatch_size: samples per optimizer step; must divide ``num_envs * num_steps``.
+        vectorization: ``sync`` (one process; best for cheap envs) or ``async`` (a subprocess per env).
+        eval_episodes: deterministic episodes played by ``validate``/``test`` (and validation during fit).
+        seed: base seed of the environments and of action sampling; rank r uses ``seed + r * num_envs``.
+            ``None`` takes the value of ``seed_everything``.
+    """
+
+    def __init__(
+        self,
+        env_id: str = "CartPole-v1",
+        env_kwargs: Optional[dict[str, Any]] = None,
+        num_envs: int = 4,
+        num_steps: int = 128,
+        total_timesteps: int = 500_000,
+        gamma: float = 0.99,
+        gae_lambda: float = 0.95,
+        update_epochs: int = 4,
+        minibatch_size: int = 128,
+        vectorization: str = "sync",
+        eval_episodes: int = 20,
+        seed: Optional[int] = None,
+    ) -> None:
+        super().__init__()
+        require(num_envs > 0, "data.num_envs", f"must be positive, got {num_envs}.")
+        require(num_steps > 0, "data.num_steps", f"must be positive, got {num_steps}.")
+        require(total_timesteps > 0, "data.total_timesteps", f"must be positive, got {total_timesteps}.")
+        require(0.0 <= gamma <= 1.0, "data.gamma", f"must be in [0, 1], got {gamma}.")
+        require(0.0 <= gae_lambda <= 1.0, "data.gae_lambda", f"must be in [0, 1], got {gae_lambda}.")
+        require(update_epochs > 0, "data.update_epochs", f"must be positive, got {update_epochs}.")
+        require(eval_episodes > 0, "data.eval_episodes", f"must be positive, got {eval_episodes}.")
+        require(vectorization in VECTORIZATION_MODES, "data.vectorization", f"must be one of {VECTORIZATION_MODES}.")
+        rollout_size = num_envs * num_steps
+        require(
+            0 < minibatch_size <= rollout_size and rollout_size % minibatch_size == 0,
+            "data.minibatch_size",
+            f"{minibatch_size} must divide the rollout size num_envs * num_steps = {rollout_size} "
+            f"(e.g. {rollout_size // 4 or 1} for 4 minibatches).",
+        )
+        self.save_hyperparameters()
+        # Validates the id and the spaces now, before any Trainer exists; linked into the model by the CLI.
+        self.env_spec = describe_spaces(env_id, env_kwargs)
+        self.train_dataset: Optional[RolloutDataset] = None
+
+    # -- sizes derived once, at start-up --------------------------------------------------------------------
+    @property
+    def world_size(self) -> int:
+        return self.trainer.world_size if self.trainer is not None else 1
+
+    @property
+    def rank(self) -> int:
+        return self.trainer.global_rank if self.trainer is not None else 0
+
+    @property
+    def steps_per_iteration(self) -> int:
+        """Environment steps of one rollout across all ranks."""
+        return self.hparams.num_envs * self.hparams.num_steps * self.world_size
+
+    @property
+    def num_iterations(self) -> int:
+        return self.hparams.total_timesteps // self.steps_per_iteration
+
+    @property
+    def base_seed(self) -> int:
+        if self.hparams.seed is not None:
+            return self.hparams.seed
+        return int(os.environ.get("PL_GLOBAL_SEED", 0))
+
+    def setup(self, stage: str) -> None:
+        if stage != "fit":
+            return
+        require(
+            self.num_iterations >= 1,
+            "data.total_timesteps",
+            f"{self.hparams.total_timesteps} is less than one iteration "
+            f"(num_envs * num_steps * world_size = {self.steps_per_iteration} steps).",
+        )
+        # The budget is the epoch limit; an explicit, smaller trainer.max_epochs still wins.
+        fit_loop = self.trainer.fit_loop
+        if fit_loop.max_epochs is None or fit_loop.max_epochs < 0 or fit_loop.max_epochs > self.num_iterations:
+            fit_loop.max_epochs = self.num_iterations
+
+    # -- loaders -----------------------------------------------------------------------------------------------
+    def _acting_policy(self) -> ActorCritic:
+        return self.trainer.lightning_module.acting_policy()
+
+    def _pin_memory(self) -> bool:
+        # Page-locked host memory lets the per-minibatch copy to a CUDA learner run asynchronously.
+        return self.trainer is not None and self.trainer.strategy.root_device.type == "cuda"
+
+    def train_dataloader(self) -> DataLoader:
+        if self.train_dataset is None:
+            hp = self.hparams
+            seed = self.base_seed + self.rank * hp.num_envs
+            envs = make_vector_env(hp.env_id, hp.num_envs, hp.vectorization, hp.env_kwargs)
+            generator = torch.Generator().manual_seed(seed)
+            collector = RolloutCollector(
+                envs, hp.num_steps, hp.gamma, hp.gae_lambda, seed, generator, env_id=hp.env_id, rank=self.rank
+            )
+            self.train_dataset = RolloutDataset(collector, self._acting_policy, hp.update_epochs, hp.minibatch_size)
+        # batch_size=None: the dataset yields whole minibatches; num_workers=0: on-policy data needs the
+        # live environments and the latest weights, which worker processes would not have.
+        return DataLoader(self.train_dataset, batch_size=None, pin_memory=self._pin_memory())
+
+    def _evaluation_loader(self) -> DataLoader:
+        hp = self.hparams
+        # Fresh environments with seeds disjoint from training's.
+        seed = self.base_seed + 1_000_003 + self.rank * hp.eval_episodes
+
+        def make_envs():
+            return make_vector_env(hp.env_id, hp.eval_episodes, "sync", hp.env_kwargs)
+
+        dataset = EvaluationDataset(make_envs, self._acting_policy, hp.eval_episodes, seed)
+        return DataLoader(dataset, batch_size=None)
+
+    def val_dataloader(self) -> DataLoader:
+        return self._evaluation_loader()
+
+    def test_dataloader(self) -> DataLoader:
+        return self._evaluation_loader()
+
+    def teardown(self, stage: str) -> None:
+        if stage == "fit" and self.train_dataset is not None:
+            self.train_dataset.collector.close()
+            self.train_dataset = None

@@ -1,0 +1,15 @@
+"""Errors lit_ppo raises for bad input: each names the setting or file at fault and the fix."""
+
+
+class ConfigError(ValueError):
+    """A setting (named in the message as its config key, e.g. ``data.num_envs``) cannot work."""
+
+
+class EnvStepError(RuntimeError):
+    """An environment raised; the message names the env id, the rank and the step."""
+
+
+def require(condition: bool, key: str, message: str) -> None:
+    """Raise a :class:`ConfigError` for config key ``key`` unless ``condition`` holds."""
+    if not condition:
+        raise ConfigError(f"{key}: {message}")

@@ -1,0 +1,56 @@
+"""The PPO loss terms as pure functions: the caller sums and logs them."""
+
+from typing import NamedTuple, Optional
+
+import torch
+from torch import Tensor
+
+
+class PPOLossTerms(NamedTuple):
+    policy: Tensor  # clipped surrogate, to minimize
+    value: Tensor  # 0.5 * MSE (optionally clipped), to minimize
+    entropy: Tensor  # mean entropy, to maximize
+    approx_kl: Tensor  # mean((r - 1) - log r), the low-variance estimator of KL(old || new)
+    clip_fraction: Tensor  # share of samples whose ratio left [1 - eps, 1 + eps]
+
+
+def normalize_advantages(advantages: Tensor) -> Tensor:
+    """(A - mean) / (std + 1e-8); a single sample has no spread, so it is left as it is."""
+    if advantages.numel() <= 1:
+        return advantages
+    return (advantages - advantages.mean()) / (advantages.std() + 1e-8)
+
+
+def ppo_loss_terms(
+    new_logprob: Tensor,
+    old_logprob: Tensor,
+    advantages: Tensor,
+    entropy: Tensor,
+    new_values: Tensor,
+    old_values: Tensor,
+    returns: Tensor,
+    clip_coef: float,
+    value_clip_coef: Optional[float] = None,
+) -> PPOLossTerms:
+    """All terms in fp32 whatever the autocast state, so ``exp(log_ratio)`` cannot overflow in half precision."""
+    new_logprob, old_logprob = new_logprob.float(), old_logprob.float()
+    advantages, new_values = advantages.float(), new_values.float()
+    log_ratio = new_logprob - old_logprob
+    ratio = log_ratio.exp()
+    surrogate = torch.max(-advantages * ratio, -advantages * ratio.clamp(1.0 - clip_coef, 1.0 + clip_coef))
+    value_error = (new_values - returns) ** 2
+    if value_clip_coef is not None:
+        clipped = old_values + (new_values - old_values).clamp(-value_clip_coef, value_clip_coef)
+        value_error = torch.max(value_error, (clipped - returns) ** 2)
+    with torch.no_grad():
+        approx_kl = ((ratio - 1.0) - log_ratio).mean()
+        clip_fraction = ((ratio - 1.0).abs() > clip_coef).float().mean()
+    return PPOLossTerms(surrogate.mean(), 0.5 * value_error.mean(), entropy.float().mean(), approx_kl, clip_fraction)
+
+
+def explained_variance(predicted: Tensor, target: Tensor) -> float:
+    """1 - Var(target - predicted) / Var(target): 1 is perfect, 0 no better than a constant; nan if Var(target)=0."""
+    var_target = target.var()
+    if var_target == 0:
+        return float("nan")
+    return float(1.0 - (target - predicted).var() / var_target)

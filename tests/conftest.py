@@ -1,0 +1,51 @@
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import gymnasium as gym
+import numpy as np
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+class CounterEnv(gym.Env):
+    """Observation = steps taken so far; reward 1 per step; ends only by the TimeLimit (or terminates at
+    ``terminate_at`` when given). Its value function is known in closed form, which the tests use."""
+
+    def __init__(self, terminate_at=None):
+        self.observation_space = gym.spaces.Box(0.0, np.inf, (1,), np.float32)
+        self.action_space = gym.spaces.Discrete(2)
+        self.terminate_at, self.t = terminate_at, 0
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        self.t = 0
+        return np.array([0.0], np.float32), {}
+
+    def step(self, action):
+        self.t += 1
+        terminated = self.terminate_at is not None and self.t >= self.terminate_at
+        return np.array([float(self.t)], np.float32), 1.0, terminated, False, {}
+
+
+gym.register("LitPPOTest/Counter-v0", entry_point=CounterEnv, max_episode_steps=3)
+gym.register("LitPPOTest/CounterEnds-v0", entry_point=CounterEnv, max_episode_steps=10, kwargs={"terminate_at": 3})
+
+
+def run_cli(*args, cwd, timeout=300, check=True):
+    """Run ``python -m lit_ppo ...`` in a fresh process, as a user would."""
+    env = dict(os.environ, PYTHONUNBUFFERED="1")
+    proc = subprocess.run(
+        [sys.executable, "-m", "lit_ppo", *map(str, args)], cwd=cwd, env=env, capture_output=True, text=True,
+        timeout=timeout,
+    )
+    if check and proc.returncode != 0:
+        raise AssertionError(f"exit {proc.returncode}\nstdout:\n{proc.stdout[-3000:]}\nstderr:\n{proc.stderr[-5000:]}")
+    return proc
+
+
+@pytest.fixture
+def cli():
+    return run_cli

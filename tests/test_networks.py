@@ -1,0 +1,56 @@
+import pytest
+import torch
+from torch import nn
+
+from lit_ppo.networks import ActorCritic, CategoricalHead
+
+SPEC = {"type": "discrete", "n": 3}
+
+
+def test_orthogonal_init_gains_and_zero_biases():
+    torch.manual_seed(0)
+    net = ActorCritic([4], SPEC, [64, 64])
+    linears = [m for m in net.actor if isinstance(m, nn.Linear)] + [m for m in net.critic if isinstance(m, nn.Linear)]
+    assert all(torch.count_nonzero(m.bias) == 0 for m in linears)
+    hidden = net.actor[0].weight  # 64 x 4, orthogonal columns scaled by sqrt(2)
+    torch.testing.assert_close(hidden.T @ hidden, 2.0 * torch.eye(4), atol=1e-5, rtol=0)
+    policy_out = net.actor[-1].weight  # 3 x 64, orthogonal rows scaled by 0.01
+    torch.testing.assert_close(policy_out @ policy_out.T, 1e-4 * torch.eye(3), atol=1e-8, rtol=0)
+    value_out = net.critic[-1].weight
+    assert value_out.norm().item() == pytest.approx(1.0, abs=1e-5)
+    assert all(isinstance(m, nn.Tanh) for m in net.actor if not isinstance(m, nn.Linear))
+
+
+def test_categorical_head_matches_torch_distributions():
+    head = CategoricalHead(3)
+    logits = torch.tensor([[0.0, 1.0, 2.0], [3.0, -1.0, 0.5]])
+    ref = torch.distributions.Categorical(logits=logits)
+    actions = torch.tensor([2, 1])
+    torch.testing.assert_close(head.log_prob(logits, actions), ref.log_prob(actions))
+    torch.testing.assert_close(head.entropy(logits), ref.entropy())
+    torch.testing.assert_close(head.mode(logits), torch.tensor([2, 0]))
+
+
+def test_categorical_sampling_frequencies_match_the_probabilities():
+    head = CategoricalHead(3)
+    logits = torch.tensor([0.0, 1.0, 2.0]).expand(200_000, 3)
+    samples = head.sample(logits, torch.Generator().manual_seed(0))
+    freq = torch.bincount(samples, minlength=3).float() / samples.numel()
+    torch.testing.assert_close(freq, logits[0].softmax(-1), atol=5e-3, rtol=0)
+
+
+def test_sampling_is_reproducible_with_a_seeded_generator():
+    head = CategoricalHead(5)
+    logits = torch.randn(64, 5)
+    a = head.sample(logits, torch.Generator().manual_seed(7))
+    b = head.sample(logits, torch.Generator().manual_seed(7))
+    assert torch.equal(a, b)
+
+
+def test_evaluate_is_fp32_under_bf16_autocast():
+    net = ActorCritic([4], SPEC, [8])
+    obs, actions = torch.randn(5, 4), torch.tensor([0, 1, 2, 0, 1])
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        logprob, entropy, value = net.evaluate(obs, actions)
+    assert logprob.dtype == entropy.dtype == value.dtype == torch.float32
+    assert torch.all(logprob <= 0)
