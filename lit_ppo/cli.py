@@ -1,5 +1,6 @@
 """The command line: ``python -m lit_ppo fit|validate|test --config cartpole.yaml``, a LightningCLI."""
 
+import importlib
 import sys
 import warnings
 from pathlib import Path
@@ -13,6 +14,10 @@ from lit_ppo.errors import ConfigError, EnvStepError
 from lit_ppo.module import PPOModule
 
 CONFIG_DIR = Path(__file__).parent / "configs"
+
+# Commands beside LightningCLI's fit/validate/test/predict: name -> "module:function", imported only when
+# used so that optional dependencies stay out of the training import path. Each function takes argv[2:].
+TOOL_COMMANDS: dict[str, str] = {}
 
 
 class PPOCLI(LightningCLI):
@@ -63,6 +68,10 @@ def _quiet_known_warnings() -> None:
 
 def main(args: Optional[list[str]] = None) -> None:
     """Entry point of ``python -m lit_ppo``; ``args`` replaces ``sys.argv[1:]`` when given."""
+    argv = sys.argv[1:] if args is None else list(args)
+    if argv and argv[0] in TOOL_COMMANDS:
+        module_name, function = TOOL_COMMANDS[argv[0]].split(":")
+        sys.exit(getattr(importlib.import_module(module_name), function)(argv[1:]))
     _quiet_known_warnings()
     if args is None:
         sys.argv[1:] = resolve_config_paths(sys.argv[1:])
