@@ -172,16 +172,20 @@ class PPODataModule(L.LightningDataModule):
         # Page-locked host memory lets the per-minibatch copy to a CUDA learner run asynchronously.
         return self.trainer is not None and self.trainer.strategy.root_device.type == "cuda"
 
+    def build_rollout_dataset(self, acting_policy: Callable[[], ActorCritic], rank: int = 0) -> RolloutDataset:
+        """The rollout stream of rank ``rank``, acting with whatever ``acting_policy()`` returns."""
+        hp = self.hparams
+        seed = self.base_seed + rank * hp.num_envs
+        envs = make_vector_env(hp.env_id, hp.num_envs, hp.vectorization, hp.env_kwargs)
+        generator = torch.Generator().manual_seed(seed)
+        collector = RolloutCollector(
+            envs, hp.num_steps, hp.gamma, hp.gae_lambda, seed, generator, env_id=hp.env_id, rank=rank
+        )
+        return RolloutDataset(collector, acting_policy, hp.update_epochs, hp.minibatch_size)
+
     def train_dataloader(self) -> DataLoader:
         if self.train_dataset is None:
-            hp = self.hparams
-            seed = self.base_seed + self.rank * hp.num_envs
-            envs = make_vector_env(hp.env_id, hp.num_envs, hp.vectorization, hp.env_kwargs)
-            generator = torch.Generator().manual_seed(seed)
-            collector = RolloutCollector(
-                envs, hp.num_steps, hp.gamma, hp.gae_lambda, seed, generator, env_id=hp.env_id, rank=self.rank
-            )
-            self.train_dataset = RolloutDataset(collector, self._acting_policy, hp.update_epochs, hp.minibatch_size)
+            self.train_dataset = self.build_rollout_dataset(self._acting_policy, self.rank)
         # batch_size=None: the dataset yields whole minibatches; num_workers=0: on-policy data needs the
         # live environments and the latest weights, which worker processes would not have.
         return DataLoader(self.train_dataset, batch_size=None, pin_memory=self._pin_memory())

@@ -20,6 +20,7 @@ from lit_ppo.errors import ConfigError, require
 from lit_ppo.losses import normalize_advantages, ppo_loss_terms
 from lit_ppo.networks import ActorCritic
 
+PROGRESS_METRICS = ("rollout/return_mean", "time/env_steps", "time/sps")
 LOSS_NAMES = ("losses/policy", "losses/value", "losses/entropy", "stats/approx_kl", "stats/clip_fraction")
 
 
@@ -80,6 +81,14 @@ class PPOModule(L.LightningModule):
         self._fit_start = 0.0
         self._fit_start_steps = 0
 
+    def __setattr__(self, name: str, value: Any) -> None:
+        # Lightning sets `_current_fx_name` twice per hook call, ~50 times per optimizer step; going through
+        # nn.Module.__setattr__ (~4 us each) would cost a fifth of a CartPole PPO update.
+        if name == "_current_fx_name":
+            object.__setattr__(self, name, value)
+        else:
+            super().__setattr__(name, value)
+
     # -- acting -------------------------------------------------------------------------------------------------
     def acting_policy(self) -> ActorCritic:
         """The policy the CPU rollout acts with, holding the weights of the latest update.
@@ -98,6 +107,13 @@ class PPOModule(L.LightningModule):
     @property
     def _data(self):
         return self.trainer.datamodule
+
+    def transfer_batch_to_device(self, batch: Any, device: torch.device, dataloader_idx: int) -> Any:
+        # Minibatches are flat dicts of CPU tensors: nothing to move for a CPU learner, and for an accelerator
+        # one non-blocking copy per tensor out of pinned memory (the DataLoader pins them).
+        if device.type == "cpu":
+            return batch
+        return {key: value.to(device, non_blocking=True) for key, value in batch.items()}
 
     def on_train_start(self) -> None:
         self._fit_start = time.perf_counter()
@@ -138,30 +154,45 @@ class PPOModule(L.LightningModule):
         return self._loss_sums[LOSS_NAMES.index("stats/approx_kl")] / self._updates
 
     def on_train_epoch_end(self) -> None:
+        """Log this rollout once: one reduction across ranks, then one write per logger."""
         dataset = self._data.train_dataset
         stats = dataset.last_stats
         self.recent_returns.extend(stats.episode_returns)
         self.recent_lengths.extend(stats.episode_lengths)
         self.episode_return.update(torch.tensor(list(self.recent_returns), dtype=torch.float32))
         self.episode_length.update(torch.tensor(list(self.recent_lengths), dtype=torch.float32))
-        means = (self._loss_sums / max(self._updates, 1)).tolist()
-        env_steps = (self.current_epoch + 1) * self._data.steps_per_iteration
+        episode_return, episode_length = self.episode_return.compute(), self.episode_length.compute()
+        self.episode_return.reset()
+        self.episode_length.reset()
+        losses = self.trainer.strategy.reduce(self._loss_sums / max(self._updates, 1), reduce_op="mean")
+        env_steps = (self.current_epoch + 1) * self._data.steps_per_iteration  # all ranks together
         elapsed = time.perf_counter() - self._fit_start
-        metrics = dict(zip(LOSS_NAMES, means))
-        metrics["stats/explained_variance"] = dataset.last_explained_variance
-        metrics["stats/clip_coef"] = self.clip_coef
-        metrics["stats/lr"] = self.optimizers().param_groups[0]["lr"]
-        self.log_dict(metrics, sync_dist=True)
-        self.log("rollout/return_mean", self.episode_return)
-        self.log("rollout/length_mean", self.episode_length)
-        # Counted over all ranks; every rank computes the same number, so no reduction is needed.
-        self.log("time/env_steps", float(env_steps))
-        self.log("time/sps", (env_steps - self._fit_start_steps) / max(elapsed, 1e-9), prog_bar=True)
-        self.log_dict({"time/env_ms": stats.env_ms, "time/act_ms": stats.act_ms, "time/gae_ms": stats.gae_ms})
+        metrics = dict(zip(LOSS_NAMES, losses.tolist()))
+        metrics.update({
+            "stats/explained_variance": dataset.last_explained_variance,
+            "stats/clip_coef": self.clip_coef,
+            "stats/lr": self.optimizers().param_groups[0]["lr"],
+            "rollout/return_mean": float(episode_return),
+            "rollout/length_mean": float(episode_length),
+            "time/env_steps": float(env_steps),
+            "time/sps": (env_steps - self._fit_start_steps) / max(elapsed, 1e-9),
+            "time/env_ms": stats.env_ms,
+            "time/act_ms": stats.act_ms,
+            "time/gae_ms": stats.gae_ms,
+        })
+        # Lightning's self.log costs ~0.5 ms per key (each call moves its result collection), as much as a
+        # whole PPO update: loggers get the dict in one write, and self.log carries only what callbacks
+        # (checkpoint monitors) and the progress bar read.
+        for logger in self.loggers:
+            logger.log_metrics(metrics, step=self.global_step)
+        self.log_dict({key: metrics[key] for key in PROGRESS_METRICS}, logger=False, prog_bar=True)
+
+    def build_optimizer(self) -> torch.optim.Optimizer:
+        # Fused Adam: one kernel for all parameters, ~4x faster than the CPU default for a small MLP.
+        return torch.optim.Adam(self.parameters(), lr=self.hparams.lr, eps=1e-5, fused=True)
 
     def configure_optimizers(self):
-        params = list(self.parameters())
-        optimizer = torch.optim.Adam(params, lr=self.hparams.lr, eps=1e-5)
+        optimizer = self.build_optimizer()
         if not self.hparams.anneal_lr:
             return optimizer
         iterations = max(self._data.num_iterations, 1)

@@ -1,0 +1,105 @@
+"""CartPole SPS through the real product path, and Lightning's cost per optimizer step over a plain loop.
+
+Both arms run the same work (same config, same rollouts, same loss code, same optimizer and clipping); only
+the loop differs. Arms alternate A/B to cancel machine drift; medians are printed.
+
+    python benchmarks/overhead.py [--config cartpole.yaml] [--total-timesteps 51200] [--repeats 3]
+"""
+
+import argparse
+import statistics
+import time
+
+import lightning as L
+import torch
+import yaml
+
+from lit_ppo.cli import _shipped
+from lit_ppo.data import PPODataModule
+from lit_ppo.losses import normalize_advantages, ppo_loss_terms
+from lit_ppo.module import PPOModule
+
+
+def _build(config: dict, total_timesteps: int, seed: int):
+    L.seed_everything(seed, verbose=False)
+    data_args = dict(config.get("data", {}), total_timesteps=total_timesteps, seed=seed)
+    dm = PPODataModule(**data_args)
+    model = PPOModule(env_spec=dm.env_spec, **config.get("model", {}))
+    return dm, model
+
+
+def run_lightning(config: dict, total_timesteps: int, seed: int) -> tuple[float, int]:
+    dm, model = _build(config, total_timesteps, seed)
+    clip = config.get("trainer", {}).get("gradient_clip_val")
+    trainer = L.Trainer(accelerator="cpu", devices=1, max_epochs=-1, gradient_clip_val=clip, logger=False,
+                        enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False,
+                        num_sanity_val_steps=0, limit_val_batches=0)
+    start = time.perf_counter()
+    trainer.fit(model, dm)
+    return time.perf_counter() - start, trainer.global_step
+
+
+def run_plain(config: dict, total_timesteps: int, seed: int) -> tuple[float, int]:
+    """The same PPO update written as a plain PyTorch loop over the same RolloutDataset."""
+    dm, model = _build(config, total_timesteps, seed)
+    hp = model.hparams
+    clip = config.get("trainer", {}).get("gradient_clip_val")
+    optimizer = model.build_optimizer()
+    iterations = total_timesteps // (dm.hparams.num_envs * dm.hparams.num_steps)
+    dataset = dm.build_rollout_dataset(lambda: model.policy)
+    steps = 0
+    start = time.perf_counter()
+    for it in range(iterations):
+        frac = 1.0 - it / iterations
+        for group in optimizer.param_groups:
+            group["lr"] = hp.lr * (frac if hp.anneal_lr else 1.0)
+        clip_coef = hp.clip_coef * (frac if hp.anneal_clip else 1.0)
+        sums = torch.zeros(5)
+        for batch in dataset:
+            logprob, entropy, values = model.policy.evaluate(batch["obs"], batch["actions"])
+            adv = normalize_advantages(batch["advantages"]) if hp.norm_adv else batch["advantages"]
+            terms = ppo_loss_terms(logprob, batch["logprobs"], adv, entropy, values, batch["values"],
+                                   batch["returns"], clip_coef, clip_coef if hp.clip_vloss else None)
+            loss = terms.policy - hp.ent_coef * terms.entropy + hp.vf_coef * terms.value
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            if clip:
+                torch.nn.utils.clip_grad_norm_(model.parameters(), clip)
+            optimizer.step()
+            sums += torch.stack([t.detach() for t in terms])
+            steps += 1
+        sums.tolist()  # the per-rollout read-out the Lightning arm logs
+    elapsed = time.perf_counter() - start
+    dataset.collector.close()
+    return elapsed, steps
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--config", default="cartpole.yaml")
+    parser.add_argument("--total-timesteps", type=int, default=51_200)
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--threads", type=int, default=1)
+    args = parser.parse_args()
+    torch.set_num_threads(args.threads)
+    with open(_shipped(args.config)) as f:
+        config = yaml.safe_load(f)
+    results = {"lightning": [], "plain": []}
+    for rep in range(args.repeats):
+        for arm, fn in (("lightning", run_lightning), ("plain", run_plain))[:: 1 if rep % 2 == 0 else -1]:
+            elapsed, steps = fn(config, args.total_timesteps, seed=rep + 1)
+            results[arm].append((elapsed, steps))
+    med = {arm: statistics.median(e for e, _ in runs) for arm, runs in results.items()}
+    opt_steps = results["lightning"][0][1]
+    print(f"config={args.config} total_timesteps={args.total_timesteps} threads={args.threads} "
+          f"repeats={args.repeats} optimizer_steps={opt_steps} (torch {torch.__version__}, lightning {L.__version__})")
+    print(f"{'arm':<10} {'median s':>9} {'SPS':>9}")
+    for arm in ("lightning", "plain"):
+        print(f"{arm:<10} {med[arm]:9.2f} {args.total_timesteps / med[arm]:9.0f}")
+    overhead_ms = (med["lightning"] - med["plain"]) / opt_steps * 1e3
+    print(f"Lightning/plain time ratio: {med['lightning'] / med['plain']:.3f}  "
+          f"(overhead {overhead_ms:+.3f} ms per optimizer step; target ratio <= 1.15)")
+
+
+if __name__ == "__main__":
+    main()
