@@ -30,9 +30,7 @@ class PPOModule(L.LightningModule):
     Args:
         env_spec: observation shape and action space; filled in from the data module by the CLI
             (``PPODataModule.env_spec``), so the config never repeats them.
-        hidden_sizes: hidden layers of the actor and of the critic MLP (an image-only observation uses the shared
-            Nature-CNN trunk with linear heads instead).
-        encoder: ``auto`` (Nature CNN for uint8 images of at least 36x36, MLP otherwise), ``cnn`` or ``mlp``.
+        hidden_sizes: hidden layers of the actor and of the critic MLP.
         lr: Adam learning rate (eps 1e-5).
         anneal_lr: anneal the learning rate linearly to 0 over the iterations of the budget.
         clip_coef: PPO's ratio clip epsilon.
@@ -48,7 +46,6 @@ class PPOModule(L.LightningModule):
         self,
         env_spec: Optional[dict[str, Any]] = None,
         hidden_sizes: Sequence[int] = (64, 64),
-        encoder: str = "auto",
         lr: float = 2.5e-4,
         anneal_lr: bool = True,
         clip_coef: float = 0.2,
@@ -70,7 +67,7 @@ class PPOModule(L.LightningModule):
                 f"must be positive layer widths, got {list(hidden_sizes)}.")
         require(target_kl is None or target_kl > 0, "model.target_kl", f"must be positive or null, got {target_kl}.")
         self.save_hyperparameters()
-        self.policy = ActorCritic.from_env_spec(env_spec, list(hidden_sizes), encoder)
+        self.policy = ActorCritic(env_spec["observation_shape"], env_spec["action"], list(hidden_sizes))
         # Running means over the last 100 finished training episodes of each rank (as SB3's ep_rew_mean);
         # torchmetrics reduces them across ranks when logged.
         self.episode_return = MeanMetric()
@@ -156,19 +153,9 @@ class PPOModule(L.LightningModule):
         # Mean approx KL of this rollout's updates so far.
         return self._loss_sums[LOSS_NAMES.index("stats/approx_kl")] / self._updates
 
-    def _update_normalization(self, collector) -> None:
-        # Once per rollout, after its updates, so that acting on a rollout and learning from it use the same
-        # statistics. Pooled over ranks: every rank merges the same numbers and the policies stay identical.
-        def reduce_sum(t: Tensor) -> Tensor:
-            return self.trainer.strategy.reduce(t, reduce_op="sum")
-
-        obs, returns = collector.buffers["obs"].flatten(0, 1), collector.reward_returns.flatten()
-        self.policy.update_normalization(obs, returns, reduce_sum)
-
     def on_train_epoch_end(self) -> None:
         """Log this rollout once: one reduction across ranks, then one write per logger."""
         dataset = self._data.train_dataset
-        self._update_normalization(dataset.collector)
         stats = dataset.last_stats
         self.recent_returns.extend(stats.episode_returns)
         self.recent_lengths.extend(stats.episode_lengths)
@@ -228,7 +215,3 @@ class PPOModule(L.LightningModule):
 
     def test_step(self, batch: dict[str, Tensor], batch_idx: int) -> None:
         self._log_evaluation(batch)
-
-    def predict_step(self, batch: dict[str, Tensor], batch_idx: int) -> dict[str, Tensor]:
-        """The episodes' returns and lengths (played by the predict loader), for a prediction writer."""
-        return batch
