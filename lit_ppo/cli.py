@@ -1,23 +1,31 @@
 """The command line: ``python -m lit_ppo fit|validate|test --config cartpole.yaml``, a LightningCLI."""
 
 import importlib
+import os
 import sys
 import warnings
 from pathlib import Path
 from typing import Optional
 
 import torch
+from lightning.pytorch.accelerators import CPUAccelerator, CUDAAccelerator
 from lightning.pytorch.cli import LightningCLI
 
+from lit_ppo.callbacks import default_callbacks
 from lit_ppo.data import PPODataModule
-from lit_ppo.errors import ConfigError, EnvStepError
+from lit_ppo.checkpointing import check_checkpoint_file
+from lit_ppo.errors import ConfigError, EnvStepError, NonFiniteError
 from lit_ppo.module import PPOModule
 
 CONFIG_DIR = Path(__file__).parent / "configs"
 
 # Commands beside LightningCLI's fit/validate/test/predict: name -> "module:function", imported only when
 # used so that optional dependencies stay out of the training import path. Each function takes argv[2:].
-TOOL_COMMANDS: dict[str, str] = {}
+TOOL_COMMANDS: dict[str, str] = {
+    "plot": "lit_ppo.plot:main",
+    "export": "lit_ppo.export:main",
+    "profile": "lit_ppo.profile:main",
+}
 
 
 class PPOCLI(LightningCLI):
@@ -40,6 +48,39 @@ class PPOCLI(LightningCLI):
                 raise ConfigError(f"torch_threads: must be >= 1 or null, got {threads}.")
             torch.set_num_threads(threads)
 
+    def parse_arguments(self, parser, args) -> None:
+        super().parse_arguments(parser, args)
+        # Checked right after parsing: LightningCLI reads the checkpoint's hyperparameters next, and a missing,
+        # empty or corrupt file should be named, not met as a torch.load traceback.
+        subcommand = self.config.get("subcommand")
+        if subcommand:
+            check_checkpoint_file(self.config[subcommand].get("ckpt_path"))
+
+    def _check_placement(self) -> None:
+        """Placements that cannot work fail here, in the launching process, before any process or env starts."""
+        trainer, model = self.trainer, self.model
+        cores = os.cpu_count() or 1
+        if isinstance(trainer.accelerator, CPUAccelerator) and trainer.num_devices > cores:
+            raise ConfigError(
+                f"trainer.devices: {trainer.num_devices} CPU processes requested, but this machine has {cores} CPU "
+                f"core(s); each process steps its own environments and trains, so use --trainer.devices {cores} or "
+                "fewer (or --trainer.num_nodes to spread over machines)."
+            )
+        if model.hparams.actor_device == "cuda" and not isinstance(trainer.accelerator, CUDAAccelerator):
+            raise ConfigError(
+                f"model.actor_device: 'cuda' needs a CUDA learner, but the Trainer runs on "
+                f"{type(trainer.accelerator).__name__} (CUDA available: {torch.cuda.is_available()}). "
+                "Use 'cpu' or 'auto', or --trainer.accelerator gpu."
+            )
+
+    # LightningCLI calls before_<subcommand>() after instantiating everything, before the Trainer runs.
+    before_fit = before_validate = before_test = before_predict = _check_placement
+
+    def _instantiate_trainer(self, config, callbacks):
+        # lit_ppo's progress bar (environment steps) and predict's CSV writer, where the config has none.
+        callbacks = [*callbacks, *default_callbacks(self.subcommand, config, callbacks)]
+        return super()._instantiate_trainer(config, callbacks)
+
 
 def resolve_config_paths(args: list[str]) -> list[str]:
     """A bare config name that is not a file here (``--config cartpole.yaml``) means the shipped config."""
@@ -60,10 +101,14 @@ def _shipped(path: str) -> str:
 
 
 def _quiet_known_warnings() -> None:
-    # Both are about setups lit_ppo never uses: worker processes (rollouts need num_workers=0) and per-step
+    # The first two are about setups lit_ppo never uses: worker processes (rollouts need num_workers=0) and per-step
     # logging (lit_ppo logs once per rollout, at epoch end).
     warnings.filterwarnings("ignore", message=".*IterableDataset. has .__len__. defined.*")
     warnings.filterwarnings("ignore", message=".*smaller than the logging interval.*")
+    # PPOModule.transfer_batch_to_device is deliberate (no-op on CPU, non-blocking copies otherwise).
+    warnings.filterwarnings("ignore", message=".*overridden `transfer_batch_to_device`.*")
+    # The progress-bar/monitor keys are computed from already-reduced values: identical on every rank.
+    warnings.filterwarnings("ignore", message=".*when logging on epoch level in distributed setting.*")
 
 
 def main(args: Optional[list[str]] = None) -> None:
@@ -86,6 +131,6 @@ def main(args: Optional[list[str]] = None) -> None:
             trainer_defaults={"max_epochs": -1, "num_sanity_val_steps": 0},
             save_config_kwargs={"overwrite": True},
         )
-    except (ConfigError, EnvStepError) as err:
+    except (ConfigError, EnvStepError, NonFiniteError) as err:
         print(f"lit_ppo: error: {err}", file=sys.stderr)
         sys.exit(2)

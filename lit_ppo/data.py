@@ -8,14 +8,18 @@ across a rollout boundary (the next rollout always acts with the weights of the 
 """
 
 import os
+import time
 from collections.abc import Callable, Iterator
-from typing import Any, Optional
+from typing import Any, Optional, Union
 
 import lightning as L
 import torch
 from torch import Tensor
 from torch.utils.data import DataLoader, IterableDataset
 
+from lightning.pytorch.utilities import rank_zero_warn
+
+from lit_ppo.checkpointing import global_rng_states, set_global_rng_states
 from lit_ppo.envs import VECTORIZATION_MODES, describe_spaces, make_vector_env
 from lit_ppo.errors import require
 from lit_ppo.evaluation import evaluate_policy
@@ -44,7 +48,12 @@ class RolloutDataset(IterableDataset):
         return self.update_epochs * (self.rollout_size // self.minibatch_size)
 
     def __iter__(self) -> Iterator[dict[str, Tensor]]:
-        data, self.last_stats = self.collector.collect(self.acting_policy())
+        t0 = time.perf_counter()
+        policy = self.acting_policy()
+        t1 = time.perf_counter()
+        data, self.last_stats = self.collector.collect(policy)
+        self.last_stats.sync_ms = (t1 - t0) * 1e3
+        self.last_stats.collect_ms = (time.perf_counter() - t1) * 1e3
         self.last_explained_variance = explained_variance(data["values"], data["returns"])
         for _ in range(self.update_epochs):
             order = torch.randperm(self.rollout_size, generator=self.collector.generator)
@@ -74,8 +83,15 @@ class PPODataModule(L.LightningDataModule):
     """Environments, rollout settings and the environment-step budget.
 
     Args:
-        env_id: any registered gymnasium id.
-        env_kwargs: keyword arguments for ``gymnasium.make``.
+        env_id: a registered gymnasium id, ``module:Id`` (imports the module that registers it, e.g.
+            ``ale_py:ALE/Breakout-v5``), or an unregistered environment class or function ``my_pkg.envs:MyEnv``.
+        env_kwargs: keyword arguments for ``gymnasium.make`` (including ``max_episode_steps``).
+        wrappers: gymnasium wrappers applied in order to every environment: class paths, or
+            ``{class_path: gymnasium.wrappers.FrameStackObservation, init_args: {stack_size: 4}}``.
+        normalize_obs: normalize vector observations by running mean and std (clip +-10); the statistics are
+            the policy's (saved in checkpoints, used unchanged at evaluation).
+        normalize_reward: divide rewards by the running std of the discounted return (clip +-10); statistics
+            as for ``normalize_obs``.
         num_envs: environments per process (rank).
         num_steps: steps per environment in one rollout.
         total_timesteps: the budget: environment steps of all ranks together; training stops after
@@ -94,6 +110,9 @@ class PPODataModule(L.LightningDataModule):
         self,
         env_id: str = "CartPole-v1",
         env_kwargs: Optional[dict[str, Any]] = None,
+        wrappers: Optional[list[Union[str, dict[str, Any]]]] = None,
+        normalize_obs: bool = False,
+        normalize_reward: bool = False,
         num_envs: int = 4,
         num_steps: int = 128,
         total_timesteps: int = 500_000,
@@ -123,8 +142,10 @@ class PPODataModule(L.LightningDataModule):
         )
         self.save_hyperparameters()
         # Validates the id and the spaces now, before any Trainer exists; linked into the model by the CLI.
-        self.env_spec = describe_spaces(env_id, env_kwargs)
+        self.env_spec = describe_spaces(env_id, env_kwargs, wrappers)
+        self.env_spec.update(normalize_obs=normalize_obs, normalize_reward=normalize_reward)
         self.train_dataset: Optional[RolloutDataset] = None
+        self._resume_state: Optional[dict[str, Any]] = None
 
     # -- sizes derived once, at start-up --------------------------------------------------------------------
     @property
@@ -176,16 +197,20 @@ class PPODataModule(L.LightningDataModule):
         """The rollout stream of rank ``rank``, acting with whatever ``acting_policy()`` returns."""
         hp = self.hparams
         seed = self.base_seed + rank * hp.num_envs
-        envs = make_vector_env(hp.env_id, hp.num_envs, hp.vectorization, hp.env_kwargs)
+        envs = make_vector_env(hp.env_id, hp.num_envs, hp.vectorization, hp.env_kwargs, hp.wrappers)
         generator = torch.Generator().manual_seed(seed)
         collector = RolloutCollector(
-            envs, hp.num_steps, hp.gamma, hp.gae_lambda, seed, generator, env_id=hp.env_id, rank=rank
+            envs, hp.num_steps, hp.gamma, hp.gae_lambda, seed, generator, env_id=hp.env_id, rank=rank,
+            normalize_reward=hp.normalize_reward,
         )
         return RolloutDataset(collector, acting_policy, hp.update_epochs, hp.minibatch_size)
 
     def train_dataloader(self) -> DataLoader:
         if self.train_dataset is None:
             self.train_dataset = self.build_rollout_dataset(self._acting_policy, self.rank)
+            if self._resume_state is not None:
+                self._restore_collector(self._resume_state)
+                self._resume_state = None
         # batch_size=None: the dataset yields whole minibatches; num_workers=0: on-policy data needs the
         # live environments and the latest weights, which worker processes would not have.
         return DataLoader(self.train_dataset, batch_size=None, pin_memory=self._pin_memory())
@@ -196,7 +221,7 @@ class PPODataModule(L.LightningDataModule):
         seed = self.base_seed + 1_000_003 + self.rank * hp.eval_episodes
 
         def make_envs():
-            return make_vector_env(hp.env_id, hp.eval_episodes, "sync", hp.env_kwargs)
+            return make_vector_env(hp.env_id, hp.eval_episodes, "sync", hp.env_kwargs, hp.wrappers)
 
         dataset = EvaluationDataset(make_envs, self._acting_policy, hp.eval_episodes, seed)
         return DataLoader(dataset, batch_size=None)
@@ -206,6 +231,38 @@ class PPODataModule(L.LightningDataModule):
 
     def test_dataloader(self) -> DataLoader:
         return self._evaluation_loader()
+
+    def predict_dataloader(self) -> DataLoader:
+        # `predict` plays the same deterministic episodes; lit_ppo.callbacks.EpisodeCSVWriter writes them out.
+        return self._evaluation_loader()
+
+    # -- checkpointing: every rank's environments, generator and counters, at rollout boundaries -------------
+    def state_dict(self) -> dict[str, Any]:
+        if self.train_dataset is None:
+            return {}
+        state = {"collector": self.train_dataset.collector.state_dict(), "rng": global_rng_states()}
+        if self.world_size > 1:
+            # Checkpoints are written by rank 0 only: gather every rank's streams into it.
+            states: list[Any] = [None] * self.world_size
+            torch.distributed.all_gather_object(states, state)
+            return {"ranks": states}
+        return {"ranks": [state]}
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        # Lightning restores this before the loaders exist; the collector takes it when it is built.
+        self._resume_state = state_dict or None
+
+    def _restore_collector(self, state_dict: dict[str, Any]) -> None:
+        ranks = state_dict.get("ranks", [])
+        iteration = self.trainer.current_epoch if self.trainer is not None else 0
+        if self.rank >= len(ranks):
+            rank_zero_warn(f"lit_ppo: the checkpoint holds the rollout state of {len(ranks)} process(es) and this "
+                           f"run has {self.world_size}; rank {self.rank} starts fresh environments.")
+            return
+        note = self.train_dataset.collector.load_state_dict(ranks[self.rank]["collector"], iteration)
+        set_global_rng_states(ranks[self.rank]["rng"])
+        if note:
+            rank_zero_warn(f"lit_ppo: resuming inexactly: {note}")
 
     def teardown(self, stage: str) -> None:
         if stage == "fit" and self.train_dataset is not None:

@@ -13,3 +13,7 @@ def require(condition: bool, key: str, message: str) -> None:
     """Raise a :class:`ConfigError` for config key ``key`` unless ``condition`` holds."""
     if not condition:
         raise ConfigError(f"{key}: {message}")
+
+
+class NonFiniteError(RuntimeError):
+    """A loss term or the parameters became NaN/inf; the message names the iteration and the quantity."""

@@ -1,9 +1,14 @@
-"""Deterministic evaluation: play one episode per environment with the policy's mode action."""
+"""Deterministic evaluation: play one episode per environment with the policy's mode action (a Gaussian's mean).
+
+Observations and actions go through the same conversions as in training (:mod:`lit_ppo.envs`); normalization
+statistics are the policy's own and are not updated here.
+"""
 
 import numpy as np
 import torch
 from torch import Tensor
 
+from lit_ppo.envs import actions_to_env, observations_to_tensor
 from lit_ppo.networks import ActorCritic
 
 
@@ -11,13 +16,14 @@ from lit_ppo.networks import ActorCritic
 def evaluate_policy(policy: ActorCritic, envs, episodes: int, seed: int) -> tuple[Tensor, Tensor]:
     """Returns and lengths of the first episode of each of ``episodes`` environments (``envs.num_envs``)."""
     assert envs.num_envs == episodes, "one environment per evaluation episode"
+    obs_space, action_space = envs.single_observation_space, envs.single_action_space
     obs, _ = envs.reset(seed=seed)
     returns = np.zeros(episodes)
     lengths = np.zeros(episodes, dtype=np.int64)
     finished = np.zeros(episodes, dtype=bool)
     while not finished.all():
-        action, _, _ = policy.act(torch.as_tensor(obs, dtype=torch.float32), deterministic=True)
-        obs, reward, terminated, truncated, _ = envs.step(action.numpy())
+        action, _, _ = policy.act(observations_to_tensor(obs, obs_space), deterministic=True)
+        obs, reward, terminated, truncated, _ = envs.step(actions_to_env(action, action_space))
         running = ~finished
         returns[running] += reward[running]
         lengths[running] += 1

@@ -5,18 +5,19 @@ diagnostics are summed on the device and logged once per rollout, at epoch end, 
 host-device sync or a logger write.
 """
 
-import copy
 import time
-from collections import deque
 from collections.abc import Sequence
 from typing import Any, Optional
 
 import lightning as L
+from lightning.pytorch.utilities import rank_zero_info
 import torch
 from torch import Tensor
 from torchmetrics import MeanMetric
 
-from lit_ppo.errors import ConfigError, require
+from lit_ppo.acting import ACTOR_DEVICES, DeviceActor, choose_actor_device, cpu_copy
+from lit_ppo.checkpointing import SaveLastOnStop, check_compatible
+from lit_ppo.errors import ConfigError, NonFiniteError, require
 from lit_ppo.losses import normalize_advantages, ppo_loss_terms
 from lit_ppo.networks import ActorCritic
 
@@ -30,7 +31,9 @@ class PPOModule(L.LightningModule):
     Args:
         env_spec: observation shape and action space; filled in from the data module by the CLI
             (``PPODataModule.env_spec``), so the config never repeats them.
-        hidden_sizes: hidden layers of the actor and of the critic MLP.
+        hidden_sizes: hidden layers of the actor and of the critic MLP (an image-only observation uses the shared
+            Nature-CNN trunk with linear heads instead).
+        encoder: ``auto`` (Nature CNN for uint8 images of at least 36x36, MLP otherwise), ``cnn`` or ``mlp``.
         lr: Adam learning rate (eps 1e-5).
         anneal_lr: anneal the learning rate linearly to 0 over the iterations of the budget.
         clip_coef: PPO's ratio clip epsilon.
@@ -40,12 +43,21 @@ class PPOModule(L.LightningModule):
         ent_coef: weight of the entropy bonus.
         norm_adv: normalize advantages per minibatch.
         target_kl: stop a rollout's remaining updates once approx KL exceeds ``1.5 * target_kl`` (None: off).
+        actor_device: where the rollout's policy acts (environments always step on the CPU): ``cpu`` (a CPU copy
+            of the learner's weights, refreshed once per rollout), ``learner`` (the learner's network on its
+            accelerator: an upload and a download every step), or ``auto`` (measured at start-up at the rollout's
+            batch size; the decision and both timings are logged). ``cuda`` means ``learner`` and needs a CUDA
+            learner.
+        on_nonfinite: what a NaN/inf loss does: ``stop`` training with an error naming the iteration and the loss
+            term (checked once per rollout, before any checkpoint of it is saved), or ``skip`` that minibatch's
+            update (checked every step, which costs a host-device sync per step on an accelerator).
     """
 
     def __init__(
         self,
         env_spec: Optional[dict[str, Any]] = None,
         hidden_sizes: Sequence[int] = (64, 64),
+        encoder: str = "auto",
         lr: float = 2.5e-4,
         anneal_lr: bool = True,
         clip_coef: float = 0.2,
@@ -55,6 +67,8 @@ class PPOModule(L.LightningModule):
         ent_coef: float = 0.01,
         norm_adv: bool = True,
         target_kl: Optional[float] = None,
+        actor_device: str = "cpu",
+        on_nonfinite: str = "stop",
     ) -> None:
         super().__init__()
         if env_spec is None:
@@ -66,19 +80,26 @@ class PPOModule(L.LightningModule):
         require(len(hidden_sizes) > 0 and all(h > 0 for h in hidden_sizes), "model.hidden_sizes",
                 f"must be positive layer widths, got {list(hidden_sizes)}.")
         require(target_kl is None or target_kl > 0, "model.target_kl", f"must be positive or null, got {target_kl}.")
+        require(actor_device in ACTOR_DEVICES, "model.actor_device",
+                f"must be one of {ACTOR_DEVICES}, got {actor_device!r}.")
+        require(on_nonfinite in ("stop", "skip"), "model.on_nonfinite", f"must be 'stop' or 'skip', got {on_nonfinite!r}.")
         self.save_hyperparameters()
-        self.policy = ActorCritic(env_spec["observation_shape"], env_spec["action"], list(hidden_sizes))
-        # Running means over the last 100 finished training episodes of each rank (as SB3's ep_rew_mean);
-        # torchmetrics reduces them across ranks when logged.
+        self.policy = ActorCritic.from_env_spec(env_spec, list(hidden_sizes), encoder)
+        # Means over each rank's last 100 finished training episodes (kept by its collector); torchmetrics
+        # reduces them across ranks.
         self.episode_return = MeanMetric()
         self.episode_length = MeanMetric()
-        self.recent_returns: deque = deque(maxlen=100)
-        self.recent_lengths: deque = deque(maxlen=100)
         self._actor: Optional[ActorCritic] = None  # CPU copy for acting when the learner is elsewhere
+        self._act_on: Optional[str] = None  # "cpu" or "learner", resolved from actor_device at first use
+        self._auto_timings: dict[str, float] = {}
         self.clip_coef = clip_coef
         self._loss_sums: Optional[Tensor] = None
         self._updates = 0
+        self._nonfinite = torch.zeros(len(LOSS_NAMES), dtype=torch.long)  # steps with a non-finite term
+        self._skipped = 0
         self._fit_start = 0.0
+        self._epoch_start = 0.0
+        self._transfer_s = 0.0
         self._fit_start_steps = 0
 
     def __setattr__(self, name: str, value: Any) -> None:
@@ -93,15 +114,45 @@ class PPOModule(L.LightningModule):
     def acting_policy(self) -> ActorCritic:
         """The policy the CPU rollout acts with, holding the weights of the latest update.
 
-        On a CPU learner this is the learner itself (nothing to copy); otherwise a CPU copy refreshed once per
-        rollout.
+        On a CPU learner this is the learner itself (nothing to copy); otherwise, by ``actor_device``, a CPU copy
+        refreshed once per rollout or the learner's network on its device.
         """
+        if self._act_on is None:
+            self._act_on = self._resolve_actor_device()
         if self.device.type == "cpu":
             return self.policy
-        if self._actor is None:
-            self._actor = copy.deepcopy(self.policy).cpu()
-        self._actor.load_state_dict(self.policy.state_dict())
+        if self._act_on == "learner":
+            return DeviceActor(self.policy, self.device)
+        self._actor = cpu_copy(self.policy, self._actor)
         return self._actor
+
+    def on_fit_start(self) -> None:
+        # The learner is on its device now: an impossible placement fails before any environment step.
+        self._act_on = self._resolve_actor_device() if self.hparams.actor_device != "auto" else None
+
+    def _resolve_actor_device(self) -> str:
+        choice = self.hparams.actor_device
+        if choice == "cuda" and self.device.type != "cuda":  # also caught before the Trainer runs, by the CLI
+            raise ConfigError(
+                f"model.actor_device: 'cuda' needs a CUDA learner, but the Trainer put the learner on {self.device} "
+                f"(CUDA available: {torch.cuda.is_available()}). Use 'cpu' or 'auto', or --trainer.accelerator gpu."
+            )
+        if choice == "cpu":
+            return "cpu"
+        if choice in ("learner", "cuda"):
+            return "learner"
+        dataset = self._data.train_dataset if self._trainer is not None else None
+        if dataset is None:  # validate/test: no rollout batch to measure with; evaluation is short
+            return "cpu"
+        sample = dataset.collector.next_obs
+        act_on, cpu_s, dev_s = choose_actor_device(self.policy, self.device, sample)
+        rank_zero_info(
+            f"lit_ppo: actor_device=auto: acting on a batch of {sample.shape[0]} takes {cpu_s * 1e6:.0f} us on the "
+            f"CPU and {dev_s * 1e6:.0f} us on {self.device} (transfers included): acting on "
+            f"{'the CPU' if act_on == 'cpu' else self.device}."
+        )
+        self._auto_timings = {"time/act_cpu_us": cpu_s * 1e6, "time/act_learner_us": dev_s * 1e6}
+        return act_on
 
     # -- learning -----------------------------------------------------------------------------------------------
     @property
@@ -113,7 +164,10 @@ class PPOModule(L.LightningModule):
         # one non-blocking copy per tensor out of pinned memory (the DataLoader pins them).
         if device.type == "cpu":
             return batch
-        return {key: value.to(device, non_blocking=True) for key, value in batch.items()}
+        t0 = time.perf_counter()
+        moved = {key: value.to(device, non_blocking=True) for key, value in batch.items()}
+        self._transfer_s += time.perf_counter() - t0  # host-side time: the copies themselves overlap
+        return moved
 
     def on_train_start(self) -> None:
         self._fit_start = time.perf_counter()
@@ -122,8 +176,12 @@ class PPOModule(L.LightningModule):
     def on_train_epoch_start(self) -> None:
         frac = 1.0 - self.current_epoch / max(self._data.num_iterations, 1)
         self.clip_coef = self.hparams.clip_coef * (frac if self.hparams.anneal_clip else 1.0)
+        self._epoch_start = time.perf_counter()
+        self._transfer_s = 0.0
         self._loss_sums = torch.zeros(len(LOSS_NAMES), device=self.device)
+        self._nonfinite = torch.zeros(len(LOSS_NAMES), dtype=torch.long, device=self.device)
         self._updates = 0
+        self._skipped = 0
 
     def training_step(self, batch: dict[str, Tensor], batch_idx: int) -> Tensor:
         hp = self.hparams
@@ -136,7 +194,14 @@ class PPOModule(L.LightningModule):
             clip_coef=self.clip_coef, value_clip_coef=self.clip_coef if hp.clip_vloss else None,
         )
         loss = terms.policy - hp.ent_coef * terms.entropy + hp.vf_coef * terms.value
-        self._loss_sums += torch.stack([t.detach() for t in terms])
+        stacked = torch.stack([t.detach() for t in terms])
+        finite = torch.isfinite(stacked)
+        if hp.on_nonfinite == "skip" and not bool(finite.all()):
+            self._skipped += 1
+            return None  # Lightning skips backward and the optimizer step
+        # No sync here: counted on the device, checked once per rollout in on_train_epoch_end.
+        self._nonfinite += (~finite).long()
+        self._loss_sums += torch.where(finite, stacked, torch.zeros_like(stacked))
         self._updates += 1
         return loss
 
@@ -153,18 +218,42 @@ class PPOModule(L.LightningModule):
         # Mean approx KL of this rollout's updates so far.
         return self._loss_sums[LOSS_NAMES.index("stats/approx_kl")] / self._updates
 
+    def _update_normalization(self, collector) -> None:
+        # Once per rollout, after its updates, so that acting on a rollout and learning from it use the same
+        # statistics. Pooled over ranks: every rank merges the same numbers and the policies stay identical.
+        def reduce_sum(t: Tensor) -> Tensor:
+            return self.trainer.strategy.reduce(t, reduce_op="sum")
+
+        obs, returns = collector.buffers["obs"].flatten(0, 1), collector.reward_returns.flatten()
+        self.policy.update_normalization(obs, returns, reduce_sum)
+
+    def _check_finite(self) -> None:
+        """Stop before this rollout's state can reach a checkpoint if any update was non-finite."""
+        bad = self.trainer.strategy.reduce(self._nonfinite.float(), reduce_op="sum")
+        params_ok = all(bool(torch.isfinite(p).all()) for p in self.policy.parameters())
+        if bool(bad.any()) or not params_ok:
+            terms = [f"{name} in {int(n)} of {self._updates} updates" for name, n in zip(LOSS_NAMES, bad.tolist()) if n]
+            what = ", ".join(terms) if terms else "the parameters after an update (a gradient overflowed)"
+            raise NonFiniteError(
+                f"non-finite values at iteration {self.current_epoch + 1} (global step {self.global_step}): {what}. "
+                "Training stopped; the last checkpoint saved before this iteration is unchanged. Look for NaN/inf "
+                "rewards or observations (try data.normalize_reward / normalize_obs), or lower model.lr; "
+                "model.on_nonfinite=skip drops such minibatches instead of stopping."
+            )
+
     def on_train_epoch_end(self) -> None:
         """Log this rollout once: one reduction across ranks, then one write per logger."""
+        self._check_finite()
         dataset = self._data.train_dataset
-        stats = dataset.last_stats
-        self.recent_returns.extend(stats.episode_returns)
-        self.recent_lengths.extend(stats.episode_lengths)
-        self.episode_return.update(torch.tensor(list(self.recent_returns), dtype=torch.float32))
-        self.episode_length.update(torch.tensor(list(self.recent_lengths), dtype=torch.float32))
+        self._update_normalization(dataset.collector)
+        stats, collector = dataset.last_stats, dataset.collector
+        self.episode_return.update(torch.tensor(list(collector.recent_returns), dtype=torch.float32))
+        self.episode_length.update(torch.tensor(list(collector.recent_lengths), dtype=torch.float32))
         episode_return, episode_length = self.episode_return.compute(), self.episode_length.compute()
         self.episode_return.reset()
         self.episode_length.reset()
         losses = self.trainer.strategy.reduce(self._loss_sums / max(self._updates, 1), reduce_op="mean")
+        epoch_ms = (time.perf_counter() - self._epoch_start) * 1e3  # after the reduction: the learner's work is done
         env_steps = (self.current_epoch + 1) * self._data.steps_per_iteration  # all ranks together
         elapsed = time.perf_counter() - self._fit_start
         metrics = dict(zip(LOSS_NAMES, losses.tolist()))
@@ -177,10 +266,19 @@ class PPOModule(L.LightningModule):
             "time/env_steps": float(env_steps),
             "time/sps": (env_steps - self._fit_start_steps) / max(elapsed, 1e-9),
             "time/elapsed_s": elapsed,
+            # Phases of this iteration; the learner's share is what the rest of the epoch took.
             "time/env_ms": stats.env_ms,
             "time/act_ms": stats.act_ms,
             "time/gae_ms": stats.gae_ms,
+            "time/sync_ms": stats.sync_ms,
+            "time/transfer_ms": self._transfer_s * 1e3,
+            "time/learn_ms": epoch_ms - stats.collect_ms - stats.sync_ms - self._transfer_s * 1e3,
+            "time/iteration_ms": epoch_ms,
         })
+        if self.hparams.on_nonfinite == "skip":
+            metrics["stats/skipped_updates"] = float(self._skipped)
+        metrics.update(self._auto_timings)  # once: actor_device=auto's start-up measurement
+        self._auto_timings = {}
         # Lightning's self.log costs ~0.5 ms per key (each call moves its result collection), as much as a
         # whole PPO update: loggers get the dict in one write, and self.log carries only what callbacks
         # (checkpoint monitors) and the progress bar read.
@@ -188,9 +286,21 @@ class PPOModule(L.LightningModule):
             logger.log_metrics(metrics, step=self.global_step)
         self.log_dict({key: metrics[key] for key in PROGRESS_METRICS}, logger=False, prog_bar=True)
 
+    # -- checkpoints ------------------------------------------------------------------------------------------
+    def configure_callbacks(self):
+        return [SaveLastOnStop()]
+
+    def on_load_checkpoint(self, checkpoint: dict[str, Any]) -> None:
+        # Runs before the weights are loaded: a mismatch is named here instead of as a state_dict size error.
+        check_compatible(checkpoint.get("hyper_parameters", {}), dict(self.hparams))
+
     def build_optimizer(self) -> torch.optim.Optimizer:
-        # Fused Adam: one kernel for all parameters, ~4x faster than the CPU default for a small MLP.
-        return torch.optim.Adam(self.parameters(), lr=self.hparams.lr, eps=1e-5, fused=True)
+        # Fused Adam (one kernel for all parameters) is ~4x faster than the CPU default for a small MLP, but
+        # Lightning refuses gradient clipping with it under mixed precision (it unscales internally): there the
+        # multi-tensor implementation is used.
+        mixed = self._trainer is not None and "mixed" in str(self.trainer.precision)
+        kind = {"foreach": True} if mixed else {"fused": True}
+        return torch.optim.Adam(self.parameters(), lr=self.hparams.lr, eps=1e-5, **kind)
 
     def configure_optimizers(self):
         optimizer = self.build_optimizer()
@@ -215,3 +325,7 @@ class PPOModule(L.LightningModule):
 
     def test_step(self, batch: dict[str, Tensor], batch_idx: int) -> None:
         self._log_evaluation(batch)
+
+    def predict_step(self, batch: dict[str, Tensor], batch_idx: int) -> dict[str, Tensor]:
+        """The episodes' returns and lengths (played by the predict loader), for a prediction writer."""
+        return batch

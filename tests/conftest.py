@@ -34,11 +34,12 @@ gym.register("LitPPOTest/Counter-v0", entry_point=CounterEnv, max_episode_steps=
 gym.register("LitPPOTest/CounterEnds-v0", entry_point=CounterEnv, max_episode_steps=10, kwargs={"terminate_at": 3})
 
 
-def run_cli(*args, cwd, timeout=300, check=True):
+def run_cli(*args, cwd, timeout=300, check=True, extra_env=None):
     """Run ``python -m lit_ppo ...`` in a fresh process, as a user would."""
-    env = dict(os.environ, PYTHONUNBUFFERED="1")
+    # The repository root on the path lets the CLI import test environments (tests.faulty_envs).
+    env = dict(os.environ, PYTHONUNBUFFERED="1", PYTHONPATH=os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]))
     proc = subprocess.run(
-        [sys.executable, "-m", "lit_ppo", *map(str, args)], cwd=cwd, env=env, capture_output=True, text=True,
+        [sys.executable, "-m", "lit_ppo", *map(str, args)], cwd=cwd, env={**env, **(extra_env or {})}, capture_output=True, text=True,
         timeout=timeout,
     )
     if check and proc.returncode != 0:

@@ -2,22 +2,45 @@
 
 import pytest
 
+# A user's environment module in the working directory, with an observation space lit_ppo does not support.
+TEXT_ENV = """
+import gymnasium as gym
+
+
+class TextEnv(gym.Env):
+    observation_space = gym.spaces.Text(8)
+    action_space = gym.spaces.Discrete(2)
+"""
+
 CASES = [
     (["--data.env_id", "NoSuchEnv-v0"], ["data.env_id", "NoSuchEnv-v0", "registered id"]),
-    (["--data.env_id", "Pendulum-v1"], ["data.env_id", "Box", "not supported", "Discrete"]),
+    (["--data.env_id", "lit_ppo_text_env:TextEnv"], ["data.env_id", "Text(", "not supported", "MultiBinary"]),
+    (["--data.env_id", "lit_ppo_no_such_pkg.envs:MyEnv"], ["data.env_id", "cannot import", "'lit_ppo_no_such_pkg.envs'"]),
     (["--data.minibatch_size", "100"], ["data.minibatch_size", "must divide", "256"]),
     (["--model.clip_coef", "-0.1"], ["model.clip_coef", "must be positive"]),
     (["--data.num_envs", "0"], ["data.num_envs", "must be positive"]),
     (["--data.gamma", "1.5"], ["data.gamma", "[0, 1]"]),
     (["--data.total_timesteps", "100"], ["data.total_timesteps", "less than one iteration"]),
+    (["--data.total_timesteps", "-5"], ["data.total_timesteps", "must be positive"]),
+    (["--data.gae_lambda", "-0.1"], ["data.gae_lambda", "[0, 1]"]),
+    (["--data.minibatch_size", "512"], ["data.minibatch_size", "must divide"]),
 ]
 
 
 @pytest.mark.parametrize("override,expected", CASES, ids=[c[0][0] for c in CASES])
 def test_bad_setting_fails_fast_with_a_clear_message(cli, tmp_path, override, expected):
+    (tmp_path / "lit_ppo_text_env.py").write_text(TEXT_ENV)
     proc = cli("fit", "--config", "cartpole.yaml", *override, cwd=tmp_path, check=False)
     assert proc.returncode != 0
     for fragment in expected:
         assert fragment in proc.stderr, (fragment, proc.stderr[-2000:])
     assert "Traceback" not in proc.stderr
     assert not (tmp_path / "runs/cartpole/checkpoints").exists()
+
+
+def test_unknown_logger_class_is_rejected_at_parse_time_naming_the_key(cli, tmp_path):
+    proc = cli("fit", "--config", "cartpole.yaml", "--trainer.logger", "lightning.pytorch.loggers.NoSuchLogger",
+               cwd=tmp_path, check=False)
+    assert proc.returncode != 0
+    assert "trainer.logger" in proc.stderr and "NoSuchLogger" in proc.stderr
+    assert not (tmp_path / "runs").exists()

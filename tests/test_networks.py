@@ -54,3 +54,34 @@ def test_evaluate_is_fp32_under_bf16_autocast():
         logprob, entropy, value = net.evaluate(obs, actions)
     assert logprob.dtype == entropy.dtype == value.dtype == torch.float32
     assert torch.all(logprob <= 0)
+
+
+def _image(shape, dtype="uint8"):
+    return {"type": "box", "shape": list(shape), "dtype": dtype, "image": dtype == "uint8" and len(shape) in (2, 3),
+            **({"channels_last": shape[2] < shape[0]} if len(shape) == 3 else {})}
+
+
+def test_encoder_choice_cnn_for_large_uint8_images_mlp_otherwise():
+    from lit_ppo.errors import ConfigError
+
+    assert len(ActorCritic(_image((4, 84, 84)), SPEC, [8]).encoder.cnns) == 1
+    small = ActorCritic(_image((7, 7, 3)), SPEC, [8])  # MiniGrid-sized: flattened into the MLP
+    assert len(small.encoder.cnns) == 0 and small.actor[0].in_features == 147
+    assert len(ActorCritic(_image((40, 40, 3), "float32"), SPEC, [8]).encoder.cnns) == 0
+    assert len(ActorCritic(_image((40, 40, 3), "float32"), SPEC, [8], encoder="cnn").encoder.cnns) == 1
+    assert len(ActorCritic(_image((84, 84, 1)), SPEC, [8], encoder="mlp").encoder.cnns) == 0
+    with pytest.raises(ConfigError, match="model.encoder.*at least 36x36"):
+        ActorCritic(_image((7, 7, 3)), SPEC, [8], encoder="cnn")
+    with pytest.raises(ConfigError, match="model.encoder"):
+        ActorCritic([4], SPEC, [8], encoder="resnet")
+
+
+def test_image_only_policy_shares_the_cnn_trunk_with_linear_heads_and_scales_uint8():
+    torch.manual_seed(0)
+    net = ActorCritic(_image((36, 40, 3)), SPEC, [64, 64])  # channels-last
+    assert len(net.actor) == len(net.critic) == 1 and net.actor[0].in_features == 512
+    frames = torch.randint(0, 256, (2, 36, 40, 3), dtype=torch.uint8)
+    cnn = net.encoder.cnns[0]
+    torch.testing.assert_close(net.encoder(frames), cnn(frames.permute(0, 3, 1, 2).float() / 255))
+    gray = ActorCritic(_image((36, 36)), SPEC, [8])  # a single grayscale frame: one channel
+    assert gray.encoder.cnns[0][0].in_channels == 1 and gray(torch.zeros(2, 36, 36, dtype=torch.uint8))[0].shape == (2, 3)

@@ -1,0 +1,157 @@
+"""What makes stopping and resuming a non-event: checking checkpoint files and their fit with the run,
+process-wide random states, and a checkpoint at the next rollout boundary on SIGTERM/SIGINT.
+
+Saving itself is Lightning's: ``ModelCheckpoint`` writes through ``_atomic_save`` (serialized in memory,
+then written inside an fsspec transaction: a temporary file renamed over the old one on success), so an
+interrupted save never replaces a good ``last.ckpt`` with a truncated one. ``tests/test_checkpoints.py``
+checks that behaviour rather than trusting it.
+"""
+
+import os
+import random
+import signal
+import zipfile
+from typing import Any, Optional
+
+import lightning as L
+import numpy as np
+import torch
+from lightning.pytorch.callbacks import Checkpoint, ModelCheckpoint
+from lightning.pytorch.utilities import rank_zero_info
+
+from lit_ppo.errors import ConfigError
+
+SPECIAL_CKPT_PATHS = ("last", "best", "hpc", "registry")
+
+
+class CheckpointError(ConfigError):
+    """A checkpoint file cannot be used: missing, empty, corrupt, or from another environment or network."""
+
+
+def check_checkpoint_file(path: Optional[str]) -> None:
+    """Fail with the file's name before any training if ``path`` cannot be a loadable checkpoint."""
+    if path is None or str(path) in SPECIAL_CKPT_PATHS or str(path).startswith("registry:"):
+        return
+    if not os.path.exists(path):
+        raise CheckpointError(f"ckpt_path: checkpoint file {path} does not exist. Check the path, or use "
+                              "`--ckpt_path last` to resume from the checkpoint directory of the config.")
+    if os.path.isdir(path):
+        raise CheckpointError(f"ckpt_path: {path} is a directory; give the checkpoint file (e.g. {path}/last.ckpt).")
+    if os.path.getsize(path) == 0:
+        raise CheckpointError(f"ckpt_path: checkpoint file {path} is empty (0 bytes): the save that wrote it did "
+                              "not finish. Use an earlier checkpoint.")
+    try:
+        if not zipfile.is_zipfile(path):
+            raise ValueError("not a torch checkpoint archive")
+        checkpoint = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as err:
+        raise CheckpointError(f"ckpt_path: checkpoint file {path} is corrupt or not a Lightning checkpoint "
+                              f"({type(err).__name__}: {str(err).splitlines()[0][:200]}). Use an earlier "
+                              "checkpoint.") from None
+    if not isinstance(checkpoint, dict) or "state_dict" not in checkpoint:
+        raise CheckpointError(f"ckpt_path: {path} holds no Lightning checkpoint (no 'state_dict').")
+
+
+def check_compatible(saved: dict[str, Any], current: dict[str, Any], path: str = "the checkpoint") -> None:
+    """Compare a checkpoint's model hyperparameters with this run's and name every mismatch of shape."""
+    problems = []
+    saved_spec, spec = saved.get("env_spec") or {}, current.get("env_spec") or {}
+    for key, label in (("env_id", "environment"), ("observation_shape", "observation shape"),
+                       ("action", "action space")):
+        if key in saved_spec and saved_spec.get(key) != spec.get(key):
+            problems.append(f"{label}: checkpoint {saved_spec.get(key)!r}, this run {spec.get(key)!r}")
+    if "hidden_sizes" in saved and list(saved["hidden_sizes"]) != list(current.get("hidden_sizes", [])):
+        problems.append(f"hidden sizes (model.hidden_sizes): checkpoint {list(saved['hidden_sizes'])}, "
+                        f"this run {list(current.get('hidden_sizes', []))}")
+    if problems:
+        raise CheckpointError(f"ckpt_path: {path} does not fit this run: " + "; ".join(problems)
+                              + ". Use the config the checkpoint was trained with (its config.yaml is next to the "
+                              "logs), or a checkpoint of this environment and network.")
+
+
+def global_rng_states() -> dict[str, Any]:
+    """torch, numpy and python random states as plain data (checkpoints load with ``weights_only=True``)."""
+    np_state = np.random.get_state(legacy=False)
+    return {
+        "torch": torch.get_rng_state(),
+        "numpy": {"key": torch.from_numpy(np_state["state"]["key"].astype(np.int64)), "pos": int(np_state["state"]["pos"]),
+                  "has_gauss": int(np_state["has_gauss"]), "gauss": float(np_state["gauss"])},
+        "python": random.getstate(),
+    }
+
+
+def set_global_rng_states(states: dict[str, Any]) -> None:
+    torch.set_rng_state(states["torch"])
+    n = states["numpy"]
+    np.random.set_state({"bit_generator": "MT19937",
+                         "state": {"key": n["key"].numpy().astype(np.uint32), "pos": n["pos"]},
+                         "has_gauss": n["has_gauss"], "gauss": n["gauss"]})
+    version, internal, gauss = states["python"]
+    random.setstate((version, tuple(internal), gauss))
+
+
+class SaveLastOnStop(Checkpoint):
+    """``last.ckpt`` always holds the state training stopped in: at the end of training (ModelCheckpoint saves
+    only every ``every_n_epochs``), and on SIGTERM or SIGINT, where it finishes the current rollout's updates,
+    saves and stops.
+
+    Saving at the rollout boundary keeps resuming exact (a mid-rollout checkpoint could not restore the
+    half-used rollout). A second SIGINT interrupts at once, as Ctrl+C usually does. It is a ``Checkpoint``
+    subclass so that Lightning runs its epoch-end hook after the LightningModule's, like ModelCheckpoint's.
+    """
+
+    SIGNALS = (signal.SIGTERM, signal.SIGINT)
+
+    def __init__(self) -> None:
+        self.received: Optional[int] = None
+        self._previous: dict[int, Any] = {}
+
+    def _handler(self, signum: int, frame: Any) -> None:
+        if signum == signal.SIGINT and self.received is not None:
+            raise KeyboardInterrupt
+        self.received = signum
+        rank_zero_info(f"lit_ppo: received {signal.Signals(signum).name}; saving last.ckpt at the end of this "
+                       "rollout's updates, then stopping (Ctrl+C again to stop at once).")
+
+    def on_train_start(self, trainer: "L.Trainer", pl_module: "L.LightningModule") -> None:
+        if not _in_main_thread():
+            return
+        for sig in self.SIGNALS:
+            self._previous[sig] = signal.signal(sig, self._handler)
+
+    def on_train_epoch_end(self, trainer: "L.Trainer", pl_module: "L.LightningModule") -> None:
+        if not trainer.strategy.reduce_boolean_decision(self.received is not None, all=False):
+            return
+        for path in self._save_last(trainer):
+            rank_zero_info(f"lit_ppo: saved {path} after iteration {trainer.current_epoch + 1}; resume with "
+                           "`--ckpt_path last`.")
+        trainer.should_stop = True
+
+    def on_train_end(self, trainer: "L.Trainer", pl_module: "L.LightningModule") -> None:
+        self._restore_handlers()
+        if self.received is None:
+            self._save_last(trainer)
+
+    @staticmethod
+    def _save_last(trainer: "L.Trainer") -> list[str]:
+        paths = []
+        for callback in trainer.checkpoint_callbacks:
+            if isinstance(callback, ModelCheckpoint) and callback.save_last and callback.dirpath:
+                path = os.path.join(callback.dirpath, callback.CHECKPOINT_NAME_LAST + callback.FILE_EXTENSION)
+                trainer.save_checkpoint(path, weights_only=False)
+                paths.append(path)
+        return paths
+
+    def on_exception(self, trainer: "L.Trainer", pl_module: "L.LightningModule", exception: BaseException) -> None:
+        self._restore_handlers()
+
+    def _restore_handlers(self) -> None:
+        for sig, previous in self._previous.items():
+            signal.signal(sig, previous)
+        self._previous.clear()
+
+
+def _in_main_thread() -> bool:
+    import threading
+
+    return threading.current_thread() is threading.main_thread()

@@ -1,0 +1,140 @@
+"""``python -m lit_ppo export --ckpt_path X --format onnx|torchscript [--output F] [--stochastic]``.
+
+Writes the checkpoint's policy as one file that maps a batch of observations to a batch of actions:
+
+- input ``obs``: ``[batch, *observation_shape]``, as the rollout hands observations to the policy
+  (:func:`lit_ppo.envs.observations_to_tensor`): float32 for vector Box spaces (CartPole: ``[batch, 4]``), uint8
+  for images, int64 indices for Discrete;
+- output ``action``: ``[batch, *action_shape]``: int64 for Discrete (CartPole: ``[batch]``) and MultiDiscrete,
+  float32 for Box (the unclipped Gaussian mean: clip to the action space's bounds before stepping).
+
+It is the ActorCritic's own ``act`` path, so observation normalization (running statistics saved with the
+policy) is folded in. Deterministic by default (the distribution's mode); ``--stochastic`` samples instead.
+The batch axis is dynamic. After writing, the file is loaded back and checked against the checkpoint's policy.
+"""
+
+import argparse
+import sys
+from pathlib import Path
+
+import torch
+from torch import Tensor, nn
+
+from lit_ppo.errors import ConfigError
+
+FORMATS = {"onnx": ".onnx", "torchscript": ".pt"}
+
+
+class ExportError(Exception):
+    """A problem with the user's input, reported as one line without a traceback."""
+
+
+class DeployedPolicy(nn.Module):
+    """Observations to actions through :meth:`lit_ppo.networks.ActorCritic.act`, with nothing else in the way."""
+
+    def __init__(self, policy: nn.Module, deterministic: bool = True) -> None:
+        super().__init__()
+        self.policy, self.deterministic = policy, deterministic
+
+    def forward(self, obs: Tensor) -> Tensor:
+        action, _, _ = self.policy.act(obs, deterministic=self.deterministic)
+        return action
+
+
+def load_policy(ckpt_path: Path):
+    """The checkpoint's ``ActorCritic`` (CPU, eval mode) and a batch of 2 example observations of its env."""
+    if not ckpt_path.is_file():
+        raise ExportError(f"checkpoint not found: {ckpt_path}")
+    from lit_ppo.module import PPOModule
+
+    try:
+        checkpoint = torch.load(ckpt_path, map_location="cpu", weights_only=True)
+        module = PPOModule.load_from_checkpoint(ckpt_path, map_location="cpu")
+    except Exception as err:
+        raise ExportError(f"{ckpt_path}: not a lit_ppo checkpoint ({type(err).__name__}: {err})") from err
+    data = checkpoint.get("datamodule_hyper_parameters") or {}
+    env_id = data.get("env_id") or module.hparams.env_spec["env_id"]
+    return module.policy.eval(), example_observations(env_id, data.get("env_kwargs"), data.get("wrappers"))
+
+
+def example_observations(env_id: str, env_kwargs=None, wrappers=None, batch: int = 2) -> Tensor:
+    """Observations sampled from the env's space, converted exactly as rollouts convert them."""
+    from gymnasium.vector.utils import concatenate, create_empty_array
+
+    from lit_ppo.envs import make_env, observations_to_tensor
+
+    env = make_env(env_id, env_kwargs, wrappers)
+    space = env.observation_space
+    env.close()
+    space.seed(0)
+    samples = [space.sample() for _ in range(batch)]  # batch >= 2: torch.export specializes a batch of 1
+    return observations_to_tensor(concatenate(space, samples, create_empty_array(space, batch)), space)
+
+
+def export_onnx(model: DeployedPolicy, example: Tensor, output: Path) -> None:
+    try:
+        import onnx  # noqa: F401
+        import onnxscript  # noqa: F401  (torch's ONNX exporter translates with it)
+    except ImportError as err:
+        raise ExportError(f"ONNX export needs onnx and onnxscript ({err}): pip install 'lit_ppo[export]'") from None
+    torch.onnx.export(
+        model, (example,), str(output), input_names=["obs"], output_names=["action"],
+        dynamic_shapes={"obs": {0: torch.export.Dim("batch")}},
+        external_data=False,  # one self-contained file; a policy is far below ONNX's 2 GB limit
+        verbose=False,
+    )
+
+
+def export_torchscript(model: DeployedPolicy, example: Tensor, output: Path) -> None:
+    # Tracing records the ops run on the example; the heads' Python branching is fixed by then. A sampled
+    # (stochastic) output differs between runs by design, so the tracer's self-check is off for it.
+    traced = torch.jit.trace(model, example, check_trace=model.deterministic)
+    traced.save(str(output))
+
+
+def run_exported(path: Path, fmt: str, obs: Tensor) -> Tensor:
+    """Actions from the exported file (for the check after writing)."""
+    if fmt == "torchscript":
+        return torch.jit.load(str(path))(obs)
+    try:
+        import onnxruntime
+    except ImportError:
+        return None
+    session = onnxruntime.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    return torch.from_numpy(session.run(["action"], {"obs": obs.numpy()})[0])
+
+
+def export(ckpt_path: Path, fmt: str, output: Path, deterministic: bool = True) -> str:
+    """Writes the policy to ``output``; returns a one-line description of its input and output."""
+    policy, example = load_policy(ckpt_path)
+    model = DeployedPolicy(policy, deterministic).eval()
+    with torch.no_grad():
+        expected = model(example)
+        output.parent.mkdir(parents=True, exist_ok=True)
+        (export_onnx if fmt == "onnx" else export_torchscript)(model, example, output)
+        if deterministic:
+            got = run_exported(output, fmt, example)
+            if got is not None and not torch.allclose(got.to(expected.dtype), expected, atol=1e-5):
+                raise ExportError(f"{output}: exported actions {got} differ from the checkpoint's {expected}")
+    shape = ", ".join(["batch", *map(str, example.shape[1:])])
+    action_shape = ", ".join(["batch", *map(str, expected.shape[1:])])
+    return (f"input 'obs' {str(example.dtype).removeprefix('torch.')} [{shape}] -> "
+            f"output 'action' {str(expected.dtype).removeprefix('torch.')} [{action_shape}]")
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(prog="python -m lit_ppo export", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--ckpt_path", type=Path, required=True, help="a checkpoint written by fit")
+    parser.add_argument("--format", choices=sorted(FORMATS), required=True)
+    parser.add_argument("--output", type=Path, help="file to write (default: the checkpoint's path, .onnx or .pt)")
+    parser.add_argument("--stochastic", action="store_true", help="sample actions instead of taking the mode")
+    args = parser.parse_args(argv)
+    output = args.output or args.ckpt_path.with_suffix(FORMATS[args.format])
+    try:
+        signature = export(args.ckpt_path, args.format, output, deterministic=not args.stochastic)
+    except (ExportError, ConfigError) as err:
+        print(f"lit_ppo export: error: {err}", file=sys.stderr)
+        return 2
+    print(f"wrote {output} ({args.format}, {'stochastic' if args.stochastic else 'deterministic'}): {signature}")
+    return 0

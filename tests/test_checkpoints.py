@@ -1,0 +1,224 @@
+"""Stopping and resuming is a non-event: exact resume, kills, signals, bad checkpoints and faults.
+
+Everything runs through the CLI in fresh processes with real checkpoint files."""
+
+import csv
+import hashlib
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import fsspec.implementations.local
+import lightning as L
+import pytest
+import torch
+
+from lit_ppo import PPODataModule, PPOModule
+from lit_ppo.checkpointing import CheckpointError
+
+BASE = ["--config", "cartpole.yaml", "--trainer.enable_progress_bar", "false"]
+FAULTY = "tests.faulty_envs:LitPPOTest/Faulty-v0"
+
+
+def sha(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def returns_by_step(run_dir: Path) -> list[tuple[str, str]]:
+    rows = []
+    for metrics in sorted(run_dir.glob("*/version_*/metrics.csv")):
+        rows += [(r["time/env_steps"], r["rollout/return_mean"]) for r in csv.DictReader(metrics.open())
+                 if r.get("time/env_steps")]
+    return rows
+
+
+def _csv(save_dir):
+    return ["--trainer.logger", "lightning.pytorch.loggers.CSVLogger", "--trainer.logger.save_dir", save_dir]
+
+
+def test_stop_and_resume_is_bit_identical_to_one_run(cli, tmp_path):
+    budget = ["--data.total_timesteps", str(12 * 256)]
+    cli("fit", *BASE, *budget, *_csv("full"), "--trainer.callbacks.init_args.dirpath", "full/ckpt", cwd=tmp_path)
+    cli("fit", *BASE, *budget, *_csv("part"), "--trainer.callbacks.init_args.dirpath", "part/ckpt",
+        "--trainer.max_epochs", "5", cwd=tmp_path)
+    assert torch.load(tmp_path / "part/ckpt/last.ckpt", weights_only=False)["global_step"] == 5 * 20
+    cli("fit", *BASE, *budget, *_csv("part"), "--trainer.callbacks.init_args.dirpath", "part/ckpt",
+        "--ckpt_path", "last", cwd=tmp_path)
+    full = torch.load(tmp_path / "full/ckpt/last.ckpt", weights_only=False)
+    part = torch.load(tmp_path / "part/ckpt/last.ckpt", weights_only=False)
+    assert full["global_step"] == part["global_step"] == 12 * 20
+    for key, value in full["state_dict"].items():
+        assert torch.equal(value, part["state_dict"][key]), key
+    for key in ("exp_avg", "exp_avg_sq"):
+        for i, state in full["optimizer_states"][0]["state"].items():
+            assert torch.equal(state[key], part["optimizer_states"][0]["state"][i][key])
+    logged_full, logged_part = returns_by_step(tmp_path / "full"), returns_by_step(tmp_path / "part")
+    assert len(logged_full) == 12 and logged_part == logged_full
+
+
+def _wait_for(path: Path, proc: subprocess.Popen, timeout: float = 120) -> None:
+    deadline = time.monotonic() + timeout
+    while not path.exists():
+        assert proc.poll() is None, proc.communicate()
+        assert time.monotonic() < deadline, "no checkpoint appeared"
+        time.sleep(0.05)
+
+
+def _popen(args, cwd):
+    env = dict(os.environ, PYTHONUNBUFFERED="1")
+    return subprocess.Popen([sys.executable, "-m", "lit_ppo", *args], cwd=cwd, env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True)
+
+
+def test_sigkill_then_resume_continues_from_the_saved_step(cli, tmp_path):
+    args = ["fit", *BASE, "--data.total_timesteps", str(60 * 256), *_csv("logs"),
+            "--trainer.callbacks.init_args.every_n_epochs", "2"]
+    proc = _popen(args, tmp_path)
+    last = tmp_path / "runs/cartpole/checkpoints/last.ckpt"
+    _wait_for(last, proc)
+    time.sleep(0.3)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    saved_step = torch.load(last, weights_only=False)["global_step"]
+    assert 0 < saved_step < 60 * 20 and saved_step % 40 == 0  # a rollout boundary, every 2 iterations
+    cli(*args, "--ckpt_path", "last", cwd=tmp_path)
+    assert torch.load(last, weights_only=False)["global_step"] == 60 * 20
+    versions = sorted((tmp_path / "logs").glob("*/version_*/metrics.csv"))
+    resumed = [r for r in csv.DictReader(versions[-1].open()) if r.get("time/env_steps")]
+    # the resumed run's first iteration is the one after the checkpoint: no steps repeated, none skipped
+    assert float(resumed[0]["time/env_steps"]) == (saved_step // 20 + 1) * 256
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
+def test_sigterm_and_sigint_save_last_ckpt_at_a_rollout_boundary_before_exit(tmp_path, sig):
+    args = ["fit", *BASE, "--data.total_timesteps", str(2000 * 256), "--trainer.logger", "false"]
+    proc = _popen(args, tmp_path)
+    last = tmp_path / "runs/cartpole/checkpoints/last.ckpt"
+    _wait_for(last, proc)  # the first periodic save (iteration 10)
+    first_step = torch.load(last, weights_only=False)["global_step"]
+    time.sleep(0.5)
+    proc.send_signal(sig)
+    out, _ = proc.communicate(timeout=60)
+    assert proc.returncode == 0, out
+    assert "saved" in out and "--ckpt_path last" in out
+    state = torch.load(last, weights_only=False)
+    assert state["global_step"] > first_step and state["global_step"] % 20 == 0
+    assert state["global_step"] < 2000 * 20
+
+
+@pytest.fixture
+def trained(cli, tmp_path):
+    """A short CartPole run's last.ckpt and its hash."""
+    cli("fit", *BASE, "--data.total_timesteps", "1024", "--trainer.logger", "false", cwd=tmp_path)
+    ckpt = tmp_path / "runs/cartpole/checkpoints/last.ckpt"
+    return ckpt, sha(ckpt)
+
+
+def _fails_cleanly(proc, *fragments):
+    assert proc.returncode != 0
+    for fragment in fragments:
+        assert fragment in proc.stderr, (fragment, proc.stderr[-3000:])
+    assert "Traceback" not in proc.stderr, proc.stderr[-3000:]
+
+
+@pytest.mark.parametrize("command", ["fit", "validate"])
+def test_checkpoint_of_another_environment_is_named_before_training(cli, tmp_path, trained, command):
+    ckpt, digest = trained
+    proc = cli(command, *BASE, "--data.env_id", "Acrobot-v1", "--ckpt_path", ckpt, "--trainer.logger", "false",
+               cwd=tmp_path, check=False)
+    _fails_cleanly(proc, str(ckpt), "observation shape", "[4]", "[6]", "action space")
+    assert sha(ckpt) == digest
+
+
+def test_checkpoint_of_another_network_is_named(tmp_path, trained):
+    ckpt, digest = trained
+    dm = PPODataModule("CartPole-v1", num_envs=8, num_steps=32, minibatch_size=256)
+    model = PPOModule(env_spec=dm.env_spec, hidden_sizes=[32])
+    trainer = L.Trainer(logger=False, enable_progress_bar=False, enable_model_summary=False)
+    with pytest.raises(CheckpointError, match=r"hidden sizes.*\[64, 64\].*\[32\]"):
+        trainer.validate(model, dm, ckpt_path=ckpt, verbose=False)
+    assert sha(ckpt) == digest
+
+
+@pytest.mark.parametrize("kind", ["missing", "empty", "corrupt", "truncated"])
+def test_unusable_checkpoint_file_is_named_without_a_traceback(cli, tmp_path, trained, kind):
+    ckpt, digest = trained
+    bad = tmp_path / f"{kind}.ckpt"
+    if kind == "empty":
+        bad.write_bytes(b"")
+    elif kind == "corrupt":
+        bad.write_bytes(b"not a checkpoint at all")
+    elif kind == "truncated":
+        bad.write_bytes(ckpt.read_bytes()[: ckpt.stat().st_size // 2])
+    proc = cli("fit", *BASE, "--ckpt_path", bad, "--trainer.logger", "false", cwd=tmp_path, check=False)
+    _fails_cleanly(proc, f"{kind}.ckpt", {"missing": "does not exist", "empty": "empty", "corrupt": "corrupt",
+                                          "truncated": "corrupt"}[kind])
+    assert sha(ckpt) == digest
+
+
+def _faulty_run(cli, tmp_path, **extra_env):
+    """Three clean iterations (checkpoint each), then resume with a fault armed for the fourth."""
+    args = ["fit", *BASE, "--data.env_id", FAULTY, "--data.total_timesteps", str(10 * 256), "--trainer.logger",
+            "false", "--trainer.callbacks.init_args.every_n_epochs", "1"]
+    cli(*args, "--trainer.max_epochs", "3", cwd=tmp_path)
+    ckpt = tmp_path / "runs/cartpole/checkpoints/last.ckpt"
+    digest = sha(ckpt)
+    proc = cli(*args, "--ckpt_path", "last", cwd=tmp_path, check=False, extra_env=extra_env)
+    return proc, ckpt, digest
+
+
+def test_environment_that_raises_is_named_and_the_checkpoint_is_intact(cli, tmp_path):
+    # each of the 8 envs takes 32 steps per iteration: step 100 of an env falls in iteration 4
+    proc, ckpt, digest = _faulty_run(cli, tmp_path, LIT_PPO_TEST_RAISE_AT="100")
+    _fails_cleanly(proc, FAULTY, "rank 0", "step()", "simulated simulator crash", "environment step")
+    assert sha(ckpt) == digest
+
+
+def test_nan_loss_stops_with_iteration_and_quantity_and_keeps_the_last_good_checkpoint(cli, tmp_path):
+    proc, ckpt, digest = _faulty_run(cli, tmp_path, LIT_PPO_TEST_NAN_AT="100")
+    _fails_cleanly(proc, "non-finite", "iteration 4", "losses/value")
+    assert sha(ckpt) == digest
+    state = torch.load(ckpt, weights_only=False)
+    assert state["global_step"] == 3 * 20
+    assert all(torch.isfinite(v).all() for v in state["state_dict"].values() if v.is_floating_point())
+
+
+def test_nan_loss_can_skip_the_update_instead(cli, tmp_path):
+    args = ["fit", *BASE, "--data.env_id", FAULTY, "--data.total_timesteps", str(6 * 256), *_csv("logs"),
+            "--model.on_nonfinite", "skip"]
+    cli(*args, cwd=tmp_path, extra_env={"LIT_PPO_TEST_NAN_AT": "40"})
+    [metrics] = (tmp_path / "logs").glob("*/version_*/metrics.csv")
+    skipped = [float(r["stats/skipped_updates"]) for r in csv.DictReader(metrics.open()) if r.get("time/env_steps")]
+    assert sum(skipped) > 0 and skipped[0] == 0  # the NaN reward arrives in iteration 2
+    state = torch.load(tmp_path / "runs/cartpole/checkpoints/last.ckpt", weights_only=False)
+    assert all(torch.isfinite(v).all() for v in state["state_dict"].values() if v.is_floating_point())
+
+
+def test_a_save_that_fails_mid_write_leaves_the_previous_last_ckpt(tmp_path, monkeypatch):
+    dm = PPODataModule("CartPole-v1", num_envs=4, num_steps=16, total_timesteps=128, minibatch_size=32)
+    model = PPOModule(env_spec=dm.env_spec)
+    trainer = L.Trainer(max_epochs=-1, logger=False, enable_progress_bar=False, enable_model_summary=False,
+                        default_root_dir=tmp_path)
+    trainer.fit(model, dm)
+    last = tmp_path / "last.ckpt"
+    trainer.save_checkpoint(last)
+    digest = sha(last)
+
+    real_write = fsspec.implementations.local.LocalFileOpener.write
+
+    def write_half_then_fail(self, data):
+        real_write(self, bytes(data)[: len(data) // 2])
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(fsspec.implementations.local.LocalFileOpener, "write", write_half_then_fail)
+    with torch.no_grad():
+        next(model.parameters()).add_(1.0)  # a different state, so a partial overwrite would show
+    with pytest.raises(OSError, match="No space left"):
+        trainer.save_checkpoint(last)
+    monkeypatch.undo()
+    assert sha(last) == digest
+    assert torch.load(last, weights_only=False)["global_step"] == trainer.global_step
+    assert [p.name for p in tmp_path.iterdir() if p.is_file()] == ["last.ckpt"]  # no temporary file left behind
