@@ -123,7 +123,9 @@ class PPOModule(L.LightningModule):
             return self.policy
         if self._act_on == "learner":
             return DeviceActor(self.policy, self.device)
-        self._actor = cpu_copy(self.policy, self._actor)
+        # Set past nn.Module.__setattr__: the CPU copy must not become a submodule (it would enter the
+        # state_dict and checkpoints, and be moved to the learner's device).
+        object.__setattr__(self, "_actor", cpu_copy(self.policy, self._actor))
         return self._actor
 
     def on_fit_start(self) -> None:
