@@ -249,8 +249,9 @@ class PPOModule(L.LightningModule):
         dataset = self._data.train_dataset
         self._update_normalization(dataset.collector)
         stats, collector = dataset.last_stats, dataset.collector
-        self.episode_return.update(torch.tensor(list(collector.recent_returns), dtype=torch.float32))
-        self.episode_length.update(torch.tensor(list(collector.recent_lengths), dtype=torch.float32))
+        for metric, values in ((self.episode_return, collector.recent_returns),
+                               (self.episode_length, collector.recent_lengths)):
+            metric.update(torch.tensor(list(values), dtype=torch.float32, device=self.device))
         episode_return, episode_length = self.episode_return.compute(), self.episode_length.compute()
         self.episode_return.reset()
         self.episode_length.reset()
