@@ -1,0 +1,40 @@
+"""The benchmark scripts run end to end with a tiny budget, so that they cannot rot. Nothing here asserts a
+timing: the figures are for people (see the README's Performance section), not for CI."""
+
+import importlib.util
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
+HAVE_SB3 = importlib.util.find_spec("stable_baselines3") is not None
+
+
+def run(script: str, *args: str) -> str:
+    proc = subprocess.run([sys.executable, str(BENCHMARKS / script), *args], capture_output=True, text=True,
+                          timeout=600)
+    assert proc.returncode == 0, f"{script} exit {proc.returncode}\n{proc.stdout[-3000:]}\n{proc.stderr[-5000:]}"
+    return proc.stdout
+
+
+@pytest.mark.parametrize("arms", [["lit_ppo", "cleanrl"], pytest.param(["sb3"], marks=pytest.mark.skipif(
+    not HAVE_SB3, reason="stable_baselines3 not installed (the bench extra)"))])
+def test_compare_quick(arms):
+    out = run("compare.py", "--quick", "--arms", *arms)
+    for setting in ("zoo:", "cleanrl:"):
+        assert setting in out
+    if "lit_ppo" in arms:
+        assert "lit_ppo/CleanRL: SPS" in out
+
+
+def test_time_to_solve_quick():
+    out = run("time_to_solve.py", "--quick")
+    assert "(a) fit s" in out and "import lit_ppo.cli" in out
+    assert ("lit_ppo/SB3:" in out) == HAVE_SB3
+
+
+def test_scaling_quick():
+    out = run("scaling.py", "--quick", "--bound")
+    assert "lit/plain" in out and "RSS growth" in out
