@@ -12,7 +12,7 @@ loss), no value clipping, per-minibatch advantage normalization, gradient norm 0
 
 Each run is its own process (its peak RSS is its own): lit_ppo through its CLI (``python -m lit_ppo fit``, CSV
 logger, no checkpoints, one deterministic evaluation at the end as Lightning validation), SB3 and the CleanRL
-loop as workers of this script. The arm order rotates every seed to cancel machine drift. Reported per arm:
+loop as workers of baselines.py. The arm order rotates every seed to cancel machine drift. Reported per arm:
 median SPS (environment steps / training seconds), environment steps and training seconds until the running mean
 of the last 100 training episodes first reaches ``--target`` (checked after each rollout's updates), the final
 deterministic 20-episode evaluation, and peak RSS; then the ratios lit_ppo/SB3 and lit_ppo/CleanRL.
@@ -24,10 +24,10 @@ import argparse
 import json
 import sys
 import tempfile
-import time
 from pathlib import Path
 
-from harness import check, installed, lit_ppo_args, lit_ppo_cmd, median, read_lit_ppo_metrics, run_process
+from harness import (BENCH_DIR, check, installed, iterations, lit_ppo_args, lit_ppo_cmd, median, read_lit_ppo_metrics,
+                     run_process)
 
 SETTINGS = {
     "zoo": dict(num_envs=8, num_steps=32, num_minibatches=1, update_epochs=20, gamma=0.98, gae_lambda=0.8,
@@ -38,217 +38,8 @@ SETTINGS = {
                     max_grad_norm=0.5, total_timesteps=500_000),
 }
 ARMS = ("lit_ppo", "sb3", "cleanrl")
-EVAL_EPISODES = 20
-EVAL_SEED_OFFSET = 1_000_003  # lit_ppo's evaluation seeds: the same initial states for every arm
 
 
-def iterations(hp: dict) -> int:
-    return hp["total_timesteps"] // (hp["num_envs"] * hp["num_steps"])
-
-
-# -- the workers: each runs in its own process, imports its library there, and writes one JSON result ------------
-def evaluate(act, seed: int) -> float:
-    """Mean return of the first episode of each of 20 CartPoles seeded as lit_ppo's evaluation seeds them."""
-    import gymnasium as gym
-    import numpy as np
-
-    envs = gym.vector.SyncVectorEnv([lambda: gym.make("CartPole-v1")] * EVAL_EPISODES)
-    obs, _ = envs.reset(seed=seed + EVAL_SEED_OFFSET)
-    returns, finished = np.zeros(EVAL_EPISODES), np.zeros(EVAL_EPISODES, dtype=bool)
-    while not finished.all():
-        obs, reward, terminated, truncated, _ = envs.step(act(obs))
-        returns += reward * ~finished
-        finished |= terminated | truncated
-    envs.close()
-    return float(returns.mean())
-
-
-class Solve:
-    """The first iteration at which the running mean training return reaches the target."""
-
-    def __init__(self, target: float) -> None:
-        self.target, self.steps, self.seconds = target, None, None
-
-    def check(self, mean_return: float, steps: int, seconds: float) -> None:
-        if self.steps is None and mean_return >= self.target:
-            self.steps, self.seconds = steps, seconds
-
-
-def sb3_worker(hp: dict, seed: int, target: float) -> dict:
-    import numpy as np
-    import torch
-    from stable_baselines3 import PPO
-    from stable_baselines3.common.env_util import make_vec_env
-
-    solve = Solve(target)
-
-    class TimedPPO(PPO):
-        # Checked after each rollout's updates, as lit_ppo logs rollout/return_mean.
-        def train(self) -> None:
-            super().train()
-            if self.ep_info_buffer:  # SB3's own window of the last 100 episodes
-                mean = float(np.mean([info["r"] for info in self.ep_info_buffer]))
-                solve.check(mean, self.num_timesteps, time.perf_counter() - start)
-
-    def schedule(value: float, anneal: bool):
-        return (lambda remaining: remaining * value) if anneal else value
-
-    env = make_vec_env("CartPole-v1", n_envs=hp["num_envs"], seed=seed)
-    model = TimedPPO(
-        "MlpPolicy", env, n_steps=hp["num_steps"], batch_size=hp["num_envs"] * hp["num_steps"] // hp["num_minibatches"],
-        n_epochs=hp["update_epochs"], gamma=hp["gamma"], gae_lambda=hp["gae_lambda"],
-        learning_rate=schedule(hp["lr"], hp["anneal_lr"]), clip_range=schedule(hp["clip_coef"], hp["anneal_clip"]),
-        ent_coef=hp["ent_coef"], vf_coef=hp["vf_coef"] / 2, max_grad_norm=hp["max_grad_norm"], seed=seed,
-        device="cpu", verbose=0,
-    )
-    steps = iterations(hp) * hp["num_envs"] * hp["num_steps"]  # whole rollouts, as the other arms run
-    start = time.perf_counter()
-    model.learn(total_timesteps=steps)
-    train_s = time.perf_counter() - start
-    with torch.inference_mode():
-        eval_return = evaluate(lambda obs: model.predict(obs, deterministic=True)[0], seed)
-    return dict(steps=model.num_timesteps, train_s=train_s, steps_to_target=solve.steps,
-                seconds_to_target=solve.seconds, eval_return=eval_return)
-
-
-def cleanrl_worker(hp: dict, seed: int, target: float) -> dict:
-    """CleanRL's ppo.py algorithm, written from its description: Categorical distributions, plain Adam, a
-    TensorBoard-free loop. As CleanRL, an episode end by time limit is not bootstrapped; same-step autoreset
-    gives the observation semantics CleanRL was written for (gymnasium < 1.0)."""
-    import random
-    from collections import deque
-
-    import gymnasium as gym
-    import numpy as np
-    import torch
-    from torch import nn
-    from torch.distributions import Categorical
-
-    def layer(n_in: int, n_out: int, gain: float) -> nn.Linear:
-        lin = nn.Linear(n_in, n_out)
-        nn.init.orthogonal_(lin.weight, gain)
-        nn.init.constant_(lin.bias, 0.0)
-        return lin
-
-    class Agent(nn.Module):
-        def __init__(self, n_obs: int, n_act: int) -> None:
-            super().__init__()
-            g = np.sqrt(2)
-            self.critic = nn.Sequential(layer(n_obs, 64, g), nn.Tanh(), layer(64, 64, g), nn.Tanh(), layer(64, 1, 1.0))
-            self.actor = nn.Sequential(layer(n_obs, 64, g), nn.Tanh(), layer(64, 64, g), nn.Tanh(),
-                                       layer(64, n_act, 0.01))
-
-        def get_value(self, x):
-            return self.critic(x)
-
-        def get_action_and_value(self, x, action=None):
-            dist = Categorical(logits=self.actor(x))
-            if action is None:
-                action = dist.sample()
-            return action, dist.log_prob(action), dist.entropy(), self.critic(x)
-
-    random.seed(seed)
-    np.random.seed(seed)
-    torch.manual_seed(seed)
-    N, T = hp["num_envs"], hp["num_steps"]
-    B = N * T
-    mb = B // hp["num_minibatches"]
-    envs = gym.vector.SyncVectorEnv([lambda: gym.make("CartPole-v1")] * N, autoreset_mode=gym.vector.AutoresetMode.SAME_STEP)
-    envs = gym.wrappers.vector.RecordEpisodeStatistics(envs)
-    agent = Agent(envs.single_observation_space.shape[0], envs.single_action_space.n)
-    optimizer = torch.optim.Adam(agent.parameters(), lr=hp["lr"], eps=1e-5)
-
-    obs = torch.zeros((T, N, envs.single_observation_space.shape[0]))
-    actions, logprobs, rewards, dones, values = (torch.zeros((T, N)) for _ in range(5))
-    recent = deque(maxlen=100)
-    solve = Solve(target)
-    n_iter = iterations(hp)
-    start = time.perf_counter()
-    next_obs = torch.Tensor(envs.reset(seed=seed)[0])
-    next_done = torch.zeros(N)
-    for iteration in range(1, n_iter + 1):
-        frac = 1.0 - (iteration - 1.0) / n_iter
-        if hp["anneal_lr"]:
-            optimizer.param_groups[0]["lr"] = frac * hp["lr"]
-        clip_coef = hp["clip_coef"] * (frac if hp["anneal_clip"] else 1.0)
-        for step in range(T):
-            obs[step], dones[step] = next_obs, next_done
-            with torch.no_grad():
-                action, logprob, _, value = agent.get_action_and_value(next_obs)
-            values[step], actions[step], logprobs[step] = value.flatten(), action, logprob
-            next_obs_np, reward, terminations, truncations, info = envs.step(action.cpu().numpy())
-            rewards[step] = torch.tensor(reward).view(-1)
-            next_obs, next_done = torch.Tensor(next_obs_np), torch.Tensor(np.logical_or(terminations, truncations))
-            if "_episode" in info:
-                recent.extend(info["episode"]["r"][info["_episode"]].tolist())
-
-        with torch.no_grad():  # GAE, CleanRL's backward recursion
-            next_value = agent.get_value(next_obs).reshape(1, -1)
-            advantages = torch.zeros_like(rewards)
-            lastgaelam = 0
-            for t in reversed(range(T)):
-                nextnonterminal = 1.0 - (next_done if t == T - 1 else dones[t + 1])
-                nextvalues = next_value if t == T - 1 else values[t + 1]
-                delta = rewards[t] + hp["gamma"] * nextvalues * nextnonterminal - values[t]
-                advantages[t] = lastgaelam = delta + hp["gamma"] * hp["gae_lambda"] * nextnonterminal * lastgaelam
-            returns = advantages + values
-
-        b_obs, b_logprobs, b_actions = obs.reshape(B, -1), logprobs.reshape(-1), actions.reshape(-1)
-        b_advantages, b_returns, b_values = advantages.reshape(-1), returns.reshape(-1), values.reshape(-1)
-        b_inds = np.arange(B)
-        clipfracs = []
-        for _ in range(hp["update_epochs"]):
-            np.random.shuffle(b_inds)
-            for lo in range(0, B, mb):
-                idx = b_inds[lo:lo + mb]
-                _, newlogprob, entropy, newvalue = agent.get_action_and_value(b_obs[idx], b_actions.long()[idx])
-                logratio = newlogprob - b_logprobs[idx]
-                ratio = logratio.exp()
-                with torch.no_grad():  # CleanRL's diagnostics, read every minibatch
-                    approx_kl = ((ratio - 1) - logratio).mean()
-                    clipfracs += [((ratio - 1.0).abs() > clip_coef).float().mean().item()]
-                mb_adv = b_advantages[idx]
-                mb_adv = (mb_adv - mb_adv.mean()) / (mb_adv.std() + 1e-8)
-                pg_loss = torch.max(-mb_adv * ratio, -mb_adv * torch.clamp(ratio, 1 - clip_coef, 1 + clip_coef)).mean()
-                v_loss = 0.5 * ((newvalue.view(-1) - b_returns[idx]) ** 2).mean()
-                loss = pg_loss - hp["ent_coef"] * entropy.mean() + v_loss * hp["vf_coef"]
-                optimizer.zero_grad()
-                loss.backward()
-                nn.utils.clip_grad_norm_(agent.parameters(), hp["max_grad_norm"])
-                optimizer.step()
-        y_pred, y_true = b_values.numpy(), b_returns.numpy()
-        _explained_var = 1 - np.var(y_true - y_pred) / np.var(y_true) if np.var(y_true) else np.nan
-        _ = approx_kl.item()
-        if recent:
-            solve.check(float(np.mean(recent)), iteration * B, time.perf_counter() - start)
-    train_s = time.perf_counter() - start
-    with torch.no_grad():
-        eval_return = evaluate(lambda o: agent.actor(torch.Tensor(o)).argmax(-1).numpy(), seed)
-    return dict(steps=n_iter * B, train_s=train_s, steps_to_target=solve.steps, seconds_to_target=solve.seconds,
-                eval_return=eval_return)
-
-
-WORKERS = {"sb3": sb3_worker, "cleanrl": cleanrl_worker}
-
-
-def worker_main(argv: list[str]) -> None:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--worker", choices=WORKERS, required=True)
-    parser.add_argument("--hp", required=True, help="JSON hyperparameters")
-    parser.add_argument("--seed", type=int, required=True)
-    parser.add_argument("--threads", type=int, default=1)
-    parser.add_argument("--target", type=float, default=475.0)
-    parser.add_argument("--out", required=True)
-    args = parser.parse_args(argv)
-    import torch
-
-    if args.threads:
-        torch.set_num_threads(args.threads)
-    result = WORKERS[args.worker](json.loads(args.hp), args.seed, args.target)
-    Path(args.out).write_text(json.dumps(result))
-
-
-# -- the driver ----------------------------------------------------------------------------------------------------
 def run_arm(arm: str, hp: dict, seed: int, threads: int, target: float, cwd: Path, lit_args: list) -> dict:
     if arm == "lit_ppo":
         # One validation, after the last rollout's updates: the final deterministic evaluation.
@@ -263,7 +54,7 @@ def run_arm(arm: str, hp: dict, seed: int, threads: int, target: float, cwd: Pat
                       seconds_to_target=hit and hit["time/elapsed_s"], eval_return=evals[-1])
     else:
         out = cwd / "result.json"
-        cmd = [sys.executable, Path(__file__).resolve(), "--worker", arm, "--hp", json.dumps(hp), "--seed", seed,
+        cmd = [sys.executable, BENCH_DIR / "baselines.py", "--worker", arm, "--hp", json.dumps(hp), "--seed", seed,
                "--threads", threads, "--target", target, "--out", out]
         run = check(run_process(cmd, cwd), f"{arm} seed {seed}")
         result = json.loads(out.read_text())
@@ -306,8 +97,6 @@ def print_table(setting: str, hp: dict, results: list[dict], target: float) -> N
 
 
 def main() -> None:
-    if "--worker" in sys.argv:
-        return worker_main(sys.argv[1:])
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--settings", nargs="+", choices=SETTINGS, default=list(SETTINGS))
     parser.add_argument("--arms", nargs="+", choices=ARMS, default=list(ARMS))
@@ -321,8 +110,9 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="a seconds-long smoke run: one seed, 2 iterations")
     args = parser.parse_args()
     settings = {name: dict(SETTINGS[name]) for name in args.settings}
-    settings.get("zoo", {})["total_timesteps"] = args.zoo_steps
-    settings.get("cleanrl", {})["total_timesteps"] = args.cleanrl_steps
+    budgets = {"zoo": args.zoo_steps, "cleanrl": args.cleanrl_steps}
+    for name, hp in settings.items():
+        hp["total_timesteps"] = budgets[name]
     if args.quick:
         args.seeds = args.seeds[:1]
         for hp in settings.values():

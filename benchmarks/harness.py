@@ -66,6 +66,11 @@ def check(run: Run, what: str) -> Run:
     return run
 
 
+def iterations(hp: dict) -> int:
+    """Rollouts in the budget: every arm trains whole rollouts only."""
+    return hp["total_timesteps"] // (hp["num_envs"] * hp["num_steps"])
+
+
 def installed(module: str) -> bool:
     return importlib.util.find_spec(module) is not None
 

@@ -5,7 +5,7 @@ Sweep: for each ``--num-envs`` a short ``fit`` through the CLI (CartPole-v1, ``-
 phase timers (``time/*_ms``) back from the CSV logger. Per point: SPS over the iterations after the first
 (warm-up), and each phase's share of the iteration time: env (stepping the environments), act (policy inference
 while acting), learn (the updates), other (GAE, copies, bookkeeping, Lightning's loop). With ``--bound`` the
-CleanRL-style loop of compare.py runs the same settings in its own process, as a plain-PyTorch reference.
+CleanRL-style loop of baselines.py runs the same settings in its own process, as a plain-PyTorch reference.
 
 Memory: one long run (``--memory-steps``, default 1M, ``--memory-envs`` envs, one update epoch of one minibatch,
 the shipped config's TensorBoard logger and checkpoints) records current and peak RSS after every iteration
@@ -46,7 +46,7 @@ def sweep_point(num_envs: int, args, cwd: Path) -> dict:
         hp = dict(SETTINGS["zoo"], num_envs=num_envs, num_steps=args.num_steps, update_epochs=args.update_epochs,
                   num_minibatches=min(args.num_minibatches, rollout), total_timesteps=rollout * args.iterations)
         out = cwd / "bound.json"
-        cmd = [sys.executable, Path(__file__).with_name("compare.py"), "--worker", "cleanrl", "--hp", json.dumps(hp),
+        cmd = [sys.executable, Path(__file__).with_name("baselines.py"), "--worker", "cleanrl", "--hp", json.dumps(hp),
                "--seed", 1, "--out", out]
         check(run_process(cmd, cwd / "bound"), f"CleanRL-style loop with {num_envs} envs")
         bound = json.loads(out.read_text())
@@ -116,7 +116,8 @@ def report_memory(samples: list[dict], args) -> None:
     verdict = "ok" if growth <= 0.05 else "FAIL"
     print(f"RSS growth {warm['env_steps']:,} -> {last['env_steps']:,} steps: {growth:+.1%} "
           f"(peak {warm['peak_mb']:.1f} -> {last['peak_mb']:.1f} MB; limit +5%): {verdict}")
-    print(f"median RSS after warm-up: {statistics.median(s['rss_mb'] for s in samples if s['env_steps'] >= warm['env_steps']):.1f} MB")
+    after = [s["rss_mb"] for s in samples if s["env_steps"] >= warm["env_steps"]]
+    print(f"median RSS after warm-up: {statistics.median(after):.1f} MB")
 
 
 if __name__ == "__main__":

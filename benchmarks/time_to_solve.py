@@ -25,8 +25,8 @@ import time
 from collections import defaultdict
 from pathlib import Path
 
-from compare import SETTINGS, iterations
-from harness import check, installed, lit_ppo_cmd, median, read_json_lines, run_process
+from compare import SETTINGS
+from harness import check, installed, iterations, lit_ppo_cmd, median, read_json_lines, run_process
 
 # Imported in a fresh process each, timed inside it: the whole process's wall time would add the interpreter's
 # teardown (~0.7 s once Lightning is loaded), which happens after training and is no start-up cost.
@@ -171,7 +171,8 @@ def main() -> None:
         print("time_to_solve: stable_baselines3 is not installed: lit_ppo only.")
     print(f"time_to_solve: CartPole-v1, solved = 20-episode deterministic eval mean >= {args.target:g}, SB3 "
           f"evaluates every {args.eval_every} steps, lit_ppo every {lit_every} iterations; lit_ppo --config "
-          f"{args.config} {' '.join(extra)}; SB3 RL-Zoo settings, budget {hp['total_timesteps']:,} steps; one torch thread; seeds {args.seeds}")
+          f"{args.config} {' '.join(extra)}; SB3 RL-Zoo settings, budget {hp['total_timesteps']:,} steps; "
+          f"one torch thread; seeds {args.seeds}")
     results = defaultdict(list)
     with tempfile.TemporaryDirectory() as tmp:
         for rep, seed in enumerate(args.seeds):
@@ -190,7 +191,8 @@ def main() -> None:
         meds[arm] = m = {k: median([r[k] for r in hits]) for k in ("steps", "fit_s", "launch_s", "evals_s")}
         m["start_s"], m["setup_s"] = median([r["start_s"] for r in runs]), median([r["setup_s"] for r in runs])
         print(f"{arm:<8} {f'{len(hits)}/{len(runs)}':>6} {m['steps']:>10,.0f} {m['fit_s']:>10.2f} {m['launch_s']:>12.2f} "
-              f"{m['start_s']:>10.2f} {m['setup_s']:>12.2f} {m['evals_s']:>8.2f} {median([r['process_s'] for r in runs]):>9.2f}")
+              f"{m['start_s']:>10.2f} {m['setup_s']:>12.2f} {m['evals_s']:>8.2f} "
+              f"{median([r['process_s'] for r in runs]):>9.2f}")
     if "sb3" in meds:
         a, b = meds["lit_ppo"], meds["sb3"]
         print(f"lit_ppo/SB3: (a) {a['fit_s'] / b['fit_s']:.2f}x (target <= 0.33), (b) {a['launch_s'] / b['launch_s']:.2f}x "
