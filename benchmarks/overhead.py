@@ -55,19 +55,22 @@ def run_plain(config: dict, total_timesteps: int, seed: int) -> tuple[float, int
             group["lr"] = hp.lr * (frac if hp.anneal_lr else 1.0)
         clip_coef = hp.clip_coef * (frac if hp.anneal_clip else 1.0)
         sums = torch.zeros(5)
-        for batch in dataset:
-            logprob, entropy, values = model.policy.evaluate(batch["obs"], batch["actions"])
-            adv = normalize_advantages(batch["advantages"]) if hp.norm_adv else batch["advantages"]
-            terms = ppo_loss_terms(logprob, batch["logprobs"], adv, entropy, values, batch["values"],
-                                   batch["returns"], clip_coef, clip_coef if hp.clip_vloss else None)
-            loss = terms.policy - hp.ent_coef * terms.entropy + hp.vf_coef * terms.value
-            optimizer.zero_grad(set_to_none=True)
-            loss.backward()
-            if clip:
-                torch.nn.utils.clip_grad_norm_(model.parameters(), clip)
-            optimizer.step()
-            sums += torch.stack([t.detach() for t in terms])
-            steps += 1
+        for item in dataset:  # one rollout and its minibatch order, as the module's training_step gets them
+            rollout, size = item["rollout"], item["rollout"]["advantages"].shape[0]
+            for idx in item["minibatch_indices"].flatten(0, 1):
+                batch = rollout if idx.numel() == size else {k: v[idx] for k, v in rollout.items()}
+                logprob, entropy, values = model.policy.evaluate(batch["obs"], batch["actions"])
+                adv = normalize_advantages(batch["advantages"]) if hp.norm_adv else batch["advantages"]
+                terms = ppo_loss_terms(logprob, batch["logprobs"], adv, entropy, values, batch["values"],
+                                       batch["returns"], clip_coef, clip_coef if hp.clip_vloss else None)
+                loss = terms.policy - hp.ent_coef * terms.entropy + hp.vf_coef * terms.value
+                optimizer.zero_grad(set_to_none=True)
+                loss.backward()
+                if clip:
+                    torch.nn.utils.clip_grad_norm_(model.parameters(), clip)
+                optimizer.step()
+                sums += torch.stack([t.detach() for t in terms])
+                steps += 1
         sums.tolist()  # the per-rollout read-out the Lightning arm logs
     elapsed = time.perf_counter() - start
     dataset.collector.close()

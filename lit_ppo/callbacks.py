@@ -21,8 +21,8 @@ from tqdm import tqdm  # tqdm.write: a line printed above any open progress bar
 
 from lit_ppo.envs import actions_to_env, make_env, observations_to_tensor
 
-# Shown whether or not the module logs it with prog_bar=True: the number PPO users watch.
-EXTRA_BAR_METRICS = ("rollout/return_mean",)
+# Read from the module's latest rollout (it does not self.log them): the numbers PPO users watch.
+BAR_METRICS = ("rollout/return_mean", "time/sps")
 HIDDEN_BAR_METRICS = ("time/env_steps", "v_num")  # the bar's own count; the logger's version
 TB_PREVIEW_WIDTH = 320
 
@@ -85,9 +85,10 @@ class EnvStepProgressBar(TQDMProgressBar):
 
     def get_metrics(self, trainer: "L.Trainer", pl_module: "L.LightningModule") -> dict[str, Any]:
         items = super().get_metrics(trainer, pl_module)
-        for name in EXTRA_BAR_METRICS:
-            if name in trainer.callback_metrics:
-                items[name] = float(trainer.callback_metrics[name])
+        rollout_metrics = getattr(pl_module, "rollout_metrics", {})  # PPOModule's latest rollout
+        for name in BAR_METRICS:
+            if name in rollout_metrics:
+                items[name] = float(rollout_metrics[name])
         return {k: _short(v) if isinstance(v, float) else v for k, v in items.items() if k not in HIDDEN_BAR_METRICS}
 
 

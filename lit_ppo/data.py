@@ -1,10 +1,12 @@
 """The rollout stream: an ``IterableDataset`` that plays the envs on the CPU, wrapped in a ``LightningDataModule``.
 
-How PPO maps onto Lightning: **one Lightning epoch = one rollout + its updates.** Each ``__iter__`` collects
-one rollout of ``num_envs x num_steps`` steps with the latest weights, then yields ``update_epochs`` shuffled
-passes of minibatches of ``minibatch_size``; ``__len__`` is that batch count, so Lightning never prefetches
-across a rollout boundary (the next rollout always acts with the weights of the last update). The budget
-``total_timesteps`` becomes the Trainer's ``max_epochs`` (iterations), counting the steps of every rank.
+How PPO maps onto Lightning: **one Lightning epoch = one rollout = one Lightning step.** Each ``__iter__``
+collects one rollout of ``num_envs x num_steps`` steps with the latest weights and yields it once, whole, with
+the minibatch order of its ``update_epochs`` shuffled passes; the module's ``training_step`` then takes one
+optimizer step per minibatch (manual optimization). The rollout crosses to the learner's device once, and
+Lightning's per-batch machinery runs once per rollout instead of once per minibatch. ``__len__`` is 1, so
+Lightning never prefetches the next rollout before this one's updates are done. The budget ``total_timesteps``
+becomes the Trainer's ``max_epochs`` (iterations), counting the steps of every rank.
 """
 
 import os
@@ -20,7 +22,7 @@ from torch.utils.data import DataLoader, IterableDataset
 from lightning.pytorch.utilities import rank_zero_warn
 
 from lit_ppo.checkpointing import global_rng_states, set_global_rng_states
-from lit_ppo.envs import VECTORIZATION_MODES, describe_spaces, make_vector_env
+from lit_ppo.envs import VECTORIZATION_MODES, describe_spaces, make_evaluation_env, make_vector_env
 from lit_ppo.errors import require
 from lit_ppo.evaluation import evaluate_policy
 from lit_ppo.losses import explained_variance
@@ -29,7 +31,11 @@ from lit_ppo.rollout import RolloutCollector, RolloutStats
 
 
 class RolloutDataset(IterableDataset):
-    """Yields the minibatches of one fresh rollout per iteration (see the module docstring)."""
+    """Yields one fresh rollout per iteration with its minibatch order (see the module docstring).
+
+    An item is ``{"rollout": {key: [T * N, ...] tensor}, "minibatch_indices": [update_epochs, minibatches,
+    minibatch_size] long tensor}``: row ``e, m`` of the indices picks the samples of minibatch ``m`` of pass ``e``.
+    """
 
     def __init__(
         self,
@@ -45,9 +51,15 @@ class RolloutDataset(IterableDataset):
         self.last_explained_variance = float("nan")
 
     def __len__(self) -> int:
-        return self.update_epochs * (self.rollout_size // self.minibatch_size)
+        return 1
 
-    def __iter__(self) -> Iterator[dict[str, Tensor]]:
+    def minibatch_indices(self) -> Tensor:
+        """``update_epochs`` independent permutations of the rollout, split into minibatches."""
+        orders = [torch.randperm(self.rollout_size, generator=self.collector.generator)
+                  for _ in range(self.update_epochs)]
+        return torch.stack(orders).view(self.update_epochs, -1, self.minibatch_size)
+
+    def __iter__(self) -> Iterator[dict[str, Any]]:
         t0 = time.perf_counter()
         policy = self.acting_policy()
         t1 = time.perf_counter()
@@ -55,10 +67,7 @@ class RolloutDataset(IterableDataset):
         self.last_stats.sync_ms = (t1 - t0) * 1e3
         self.last_stats.collect_ms = (time.perf_counter() - t1) * 1e3
         self.last_explained_variance = explained_variance(data["values"], data["returns"])
-        for _ in range(self.update_epochs):
-            order = torch.randperm(self.rollout_size, generator=self.collector.generator)
-            for idx in order.split(self.minibatch_size):
-                yield {key: value[idx] for key, value in data.items()}
+        yield {"rollout": data, "minibatch_indices": self.minibatch_indices()}
 
 
 class EvaluationDataset(IterableDataset):
@@ -190,7 +199,7 @@ class PPODataModule(L.LightningDataModule):
         return self.trainer.lightning_module.acting_policy()
 
     def _pin_memory(self) -> bool:
-        # Page-locked host memory lets the per-minibatch copy to a CUDA learner run asynchronously.
+        # Page-locked host memory lets the once-per-rollout copy to a CUDA learner run asynchronously.
         return self.trainer is not None and self.trainer.strategy.root_device.type == "cuda"
 
     def build_rollout_dataset(self, acting_policy: Callable[[], ActorCritic], rank: int = 0) -> RolloutDataset:
@@ -211,7 +220,7 @@ class PPODataModule(L.LightningDataModule):
             if self._resume_state is not None:
                 self._restore_collector(self._resume_state)
                 self._resume_state = None
-        # batch_size=None: the dataset yields whole minibatches; num_workers=0: on-policy data needs the
+        # batch_size=None: the dataset yields whole rollouts; num_workers=0: on-policy data needs the
         # live environments and the latest weights, which worker processes would not have.
         return DataLoader(self.train_dataset, batch_size=None, pin_memory=self._pin_memory())
 
@@ -221,7 +230,8 @@ class PPODataModule(L.LightningDataModule):
         seed = self.base_seed + 1_000_003 + self.rank * hp.eval_episodes
 
         def make_envs():
-            return make_vector_env(hp.env_id, hp.eval_episodes, "sync", hp.env_kwargs, hp.wrappers)
+            # The environment's native vector env where it has one (faster), else the sync one training uses.
+            return make_evaluation_env(hp.env_id, hp.eval_episodes, hp.env_kwargs, hp.wrappers)
 
         dataset = EvaluationDataset(make_envs, self._acting_policy, hp.eval_episodes, seed)
         return DataLoader(dataset, batch_size=None)

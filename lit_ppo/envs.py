@@ -141,6 +141,35 @@ def make_vector_env(
     return gym.wrappers.vector.RecordEpisodeStatistics(envs)
 
 
+def make_evaluation_env(
+    env_id: str,
+    num_envs: int,
+    env_kwargs: Optional[dict[str, Any]] = None,
+    wrappers: Optional[Sequence[WrapperConfig]] = None,
+) -> gym.vector.VectorEnv:
+    """The vector env of deterministic evaluation: the environment's own vectorized implementation (its spec's
+    ``vector_entry_point``, e.g. ``CartPoleVectorEnv``, which steps all environments in one numpy call) where a
+    plain registered id has one and no wrappers are configured; otherwise :func:`make_vector_env` (sync).
+
+    Evaluation counts only the first episode of each environment, so a native env's autoreset mode (CartPole's is
+    next-step, which training's rollouts cannot use) does not matter here.
+    """
+    spec = None if wrappers or ":" in env_id else gym.registry.get(env_id)
+    kwargs = dict(env_kwargs or {})
+    # gym.make applies max_episode_steps with a TimeLimit wrapper (None: the registered limit, -1: none); a native
+    # env counts steps itself and needs a positive limit, so it is used only when one is known.
+    limit = kwargs.pop("max_episode_steps", None)
+    if limit is None and spec is not None:
+        limit = spec.max_episode_steps
+    native = spec is not None and spec.vector_entry_point is not None and not spec.additional_wrappers
+    if native and isinstance(limit, int) and limit > 0:
+        try:
+            return gym.make_vec(env_id, num_envs, "vector_entry_point", max_episode_steps=limit, **kwargs)
+        except (TypeError, gym.error.Error):
+            pass  # e.g. a keyword only gym.make takes (disable_env_checker): the sync path takes it or explains it
+    return make_vector_env(env_id, num_envs, "sync", env_kwargs, wrappers)
+
+
 # -- describing spaces as plain data ----------------------------------------------------------------------------
 def describe_spaces(
     env_id: str, env_kwargs: Optional[dict[str, Any]] = None, wrappers: Optional[Sequence[WrapperConfig]] = None

@@ -1,8 +1,11 @@
 """The LightningModule: the actor-critic, the PPO update, and per-rollout logging.
 
-Per optimizer step it only computes the loss (Lightning does backward, gradient clipping and the step);
-diagnostics are summed on the device and logged once per rollout, at epoch end, so no step waits on a
-host-device sync or a logger write.
+One Lightning step is one rollout: ``training_step`` runs PPO's ``update_epochs`` passes of minibatch updates
+with manual optimization (``manual_backward`` and the Lightning optimizer's ``step``, so precision plugins,
+strategies and optimizer hooks still apply). PPO takes ~20 tiny optimizer steps per rollout, and Lightning's
+per-batch loop costs about as much as one of them: running it once per rollout instead of once per minibatch
+is what keeps the Trainer within a few percent of a plain loop. Diagnostics are summed on the device and logged
+once per rollout, at epoch end, so no step waits on a host-device sync or a logger write.
 """
 
 import time
@@ -10,18 +13,20 @@ from collections.abc import Sequence
 from typing import Any, Optional
 
 import lightning as L
+from lightning.fabric.utilities.apply_func import move_data_to_device
 from lightning.pytorch.utilities import rank_zero_info
 import torch
 from torch import Tensor
 from torchmetrics import MeanMetric
 
 from lit_ppo.acting import ACTOR_DEVICES, DeviceActor, choose_actor_device, cpu_copy
+from lit_ppo.callbacks import EnvStepProgressBar
 from lit_ppo.checkpointing import SaveLastOnStop, check_compatible
 from lit_ppo.errors import ConfigError, NonFiniteError, require
 from lit_ppo.losses import normalize_advantages, ppo_loss_terms
 from lit_ppo.networks import ActorCritic
 
-PROGRESS_METRICS = ("rollout/return_mean", "time/env_steps", "time/sps")
+PROGRESS_METRICS = ("rollout/return_mean", "time/env_steps", "time/sps")  # for a progress bar
 LOSS_NAMES = ("losses/policy", "losses/value", "losses/entropy", "stats/approx_kl", "stats/clip_fraction")
 
 
@@ -84,6 +89,7 @@ class PPOModule(L.LightningModule):
                 f"must be one of {ACTOR_DEVICES}, got {actor_device!r}.")
         require(on_nonfinite in ("stop", "skip"), "model.on_nonfinite", f"must be 'stop' or 'skip', got {on_nonfinite!r}.")
         self.save_hyperparameters()
+        self.automatic_optimization = False  # several optimizer steps per Lightning step: see the module docstring
         self.policy = ActorCritic.from_env_spec(env_spec, list(hidden_sizes), encoder)
         # Means over each rank's last 100 finished training episodes (kept by its collector); torchmetrics
         # reduces them across ranks.
@@ -95,12 +101,14 @@ class PPOModule(L.LightningModule):
         self.clip_coef = clip_coef
         self._loss_sums: Optional[Tensor] = None
         self._updates = 0
-        self._nonfinite = torch.zeros(len(LOSS_NAMES), dtype=torch.long)  # steps with a non-finite term
+        self._grad_clip: tuple[Optional[float], Optional[str]] = (None, None)  # the Trainer's, see configure_callbacks
         self._skipped = 0
         self._fit_start = 0.0
         self._epoch_start = 0.0
         self._transfer_s = 0.0
         self._fit_start_steps = 0
+        self.rollout_metrics: dict[str, float] = {}  # the latest rollout's metrics, as the loggers got them
+        self._callback_keys: set[str] = set()  # the metrics that go through self.log, see _keys_callbacks_read
 
     def __setattr__(self, name: str, value: Any) -> None:
         # Lightning sets `_current_fx_name` twice per hook call, ~50 times per optimizer step; going through
@@ -162,18 +170,30 @@ class PPOModule(L.LightningModule):
         return self.trainer.datamodule
 
     def transfer_batch_to_device(self, batch: Any, device: torch.device, dataloader_idx: int) -> Any:
-        # Minibatches are flat dicts of CPU tensors: nothing to move for a CPU learner, and for an accelerator
-        # one non-blocking copy per tensor out of pinned memory (the DataLoader pins them).
+        # A rollout (nested dicts of CPU tensors) crosses once: nothing to move for a CPU learner, and for an
+        # accelerator one non-blocking copy per tensor out of pinned memory (the DataLoader pins them).
         if device.type == "cpu":
             return batch
         t0 = time.perf_counter()
-        moved = {key: value.to(device, non_blocking=True) for key, value in batch.items()}
+        moved = move_data_to_device(batch, device)
         self._transfer_s += time.perf_counter() - t0  # host-side time: the copies themselves overlap
         return moved
 
     def on_train_start(self) -> None:
         self._fit_start = time.perf_counter()
         self._fit_start_steps = self.current_epoch * self._data.steps_per_iteration
+        self._callback_keys = self._keys_callbacks_read()
+
+    def _keys_callbacks_read(self) -> set[str]:
+        """Metrics some callback reads from Lightning's own collections: any callback's ``monitor`` (checkpoints,
+        early stopping), and the progress metrics for a progress bar other than lit_ppo's (which reads
+        ``rollout_metrics``). Only these go through ``self.log``: it costs ~0.5 ms per key and rollout (it moves
+        Lightning's result collection each call), as much as a PPO update."""
+        keys = {monitor for cb in self.trainer.callbacks if isinstance(monitor := getattr(cb, "monitor", None), str)}
+        bar = self.trainer.progress_bar_callback
+        if bar is not None and not isinstance(bar, EnvStepProgressBar):
+            keys.update(PROGRESS_METRICS)
+        return keys
 
     def on_train_epoch_start(self) -> None:
         frac = 1.0 - self.current_epoch / max(self._data.num_iterations, 1)
@@ -181,11 +201,28 @@ class PPOModule(L.LightningModule):
         self._epoch_start = time.perf_counter()
         self._transfer_s = 0.0
         self._loss_sums = torch.zeros(len(LOSS_NAMES), device=self.device)
-        self._nonfinite = torch.zeros(len(LOSS_NAMES), dtype=torch.long, device=self.device)
         self._updates = 0
         self._skipped = 0
 
-    def training_step(self, batch: dict[str, Tensor], batch_idx: int) -> Tensor:
+    def training_step(self, batch: dict[str, Any], batch_idx: int) -> None:
+        """One rollout's updates: ``update_epochs`` passes over its minibatches, one optimizer step each."""
+        rollout, indices = batch["rollout"], batch["minibatch_indices"]
+        optimizer = self.optimizers()
+        size = rollout["advantages"].shape[0]
+        for epoch_indices in indices:
+            for idx in epoch_indices:
+                # A minibatch of the whole rollout needs no gather: its loss does not depend on the order.
+                minibatch = rollout if idx.numel() == size else {key: value[idx] for key, value in rollout.items()}
+                loss = self._minibatch_loss(minibatch)
+                if loss is None:
+                    continue
+                optimizer.zero_grad()
+                self.manual_backward(loss)
+                optimizer.step()  # clipping happens in on_before_optimizer_step
+                if self._kl_exceeded():
+                    return
+
+    def _minibatch_loss(self, batch: dict[str, Tensor]) -> Optional[Tensor]:
         hp = self.hparams
         logprob, entropy, values = self.policy.evaluate(batch["obs"], batch["actions"])
         advantages = batch["advantages"]
@@ -195,30 +232,29 @@ class PPOModule(L.LightningModule):
             logprob, batch["logprobs"], advantages, entropy, values, batch["values"], batch["returns"],
             clip_coef=self.clip_coef, value_clip_coef=self.clip_coef if hp.clip_vloss else None,
         )
-        loss = terms.policy - hp.ent_coef * terms.entropy + hp.vf_coef * terms.value
         stacked = torch.stack([t.detach() for t in terms])
-        finite = torch.isfinite(stacked)
-        if hp.on_nonfinite == "skip" and not bool(finite.all()):
+        if hp.on_nonfinite == "skip" and not bool(torch.isfinite(stacked).all()):
             self._skipped += 1
-            return None  # Lightning skips backward and the optimizer step
-        # No sync here: counted on the device, checked once per rollout in on_train_epoch_end.
-        self._nonfinite += (~finite).long()
-        self._loss_sums += torch.where(finite, stacked, torch.zeros_like(stacked))
+            return None
+        # No sync here: a non-finite term carries into the rollout's sums, checked once in on_train_epoch_end.
+        self._loss_sums += stacked
         self._updates += 1
-        return loss
+        return terms.policy - hp.ent_coef * terms.entropy + hp.vf_coef * terms.value
 
-    def on_train_batch_start(self, batch: Any, batch_idx: int) -> Optional[int]:
-        # Optional early stop of a rollout's updates on a KL jump (costs one host sync per step when on).
+    def _kl_exceeded(self) -> bool:
+        # Optional early stop of a rollout's updates on a KL jump (one host sync per step when on).
         target_kl = self.hparams.target_kl
-        if target_kl is not None and self._updates > 0:
-            kl = self.trainer.strategy.reduce(self._last_kl(), reduce_op="mean")
-            if kl > 1.5 * target_kl:
-                return -1
-        return None
+        if target_kl is None:
+            return False
+        mean_kl = self._loss_sums[LOSS_NAMES.index("stats/approx_kl")] / self._updates
+        return bool(self.trainer.strategy.reduce(mean_kl, reduce_op="mean") > 1.5 * target_kl)
 
-    def _last_kl(self) -> Tensor:
-        # Mean approx KL of this rollout's updates so far.
-        return self._loss_sums[LOSS_NAMES.index("stats/approx_kl")] / self._updates
+    def on_before_optimizer_step(self, optimizer: torch.optim.Optimizer) -> None:
+        # Lightning calls this after the mixed-precision unscale, so the Trainer's clip value means what it
+        # means under automatic optimization.
+        value, algorithm = self._grad_clip
+        if value:
+            self.clip_gradients(optimizer, gradient_clip_val=value, gradient_clip_algorithm=algorithm)
 
     def _update_normalization(self, collector) -> None:
         # Once per rollout, after its updates, so that acting on a rollout and learning from it use the same
@@ -231,17 +267,19 @@ class PPOModule(L.LightningModule):
 
     def _check_finite(self) -> None:
         """Stop before this rollout's state can reach a checkpoint if any update was non-finite."""
-        bad = self.trainer.strategy.reduce(self._nonfinite.float(), reduce_op="sum")
-        params_ok = all(bool(torch.isfinite(p).all()) for p in self.policy.parameters())
-        if bool(bad.any()) or not params_ok:
-            terms = [f"{name} in {int(n)} of {self._updates} updates" for name, n in zip(LOSS_NAMES, bad.tolist()) if n]
-            what = ", ".join(terms) if terms else "the parameters after an update (a gradient overflowed)"
-            raise NonFiniteError(
-                f"non-finite values at iteration {self.current_epoch + 1} (global step {self.global_step}): {what}. "
-                "Training stopped; the last checkpoint saved before this iteration is unchanged. Look for NaN/inf "
-                "rewards or observations (try data.normalize_reward / normalize_obs), or lower model.lr; "
-                "model.on_nonfinite=skip drops such minibatches instead of stopping."
-            )
+        sums = self.trainer.strategy.reduce(self._loss_sums, reduce_op="sum")
+        params_ok = torch.stack([p.sum() for p in self.policy.parameters()]).isfinite().all()
+        finite = torch.cat([sums.isfinite(), params_ok.view(1)]).tolist()  # one host sync
+        if all(finite):
+            return
+        terms = [name for name, ok in zip(LOSS_NAMES, finite) if not ok]
+        what = ", ".join(terms) if terms else "the parameters after an update (a gradient overflowed)"
+        raise NonFiniteError(
+            f"non-finite values at iteration {self.current_epoch + 1} (global step {self.global_step}): {what}. "
+            "Training stopped; the last checkpoint saved before this iteration is unchanged. Look for NaN/inf "
+            "rewards or observations (try data.normalize_reward / normalize_obs), or lower model.lr; "
+            "model.on_nonfinite=skip drops such minibatches instead of stopping."
+        )
 
     def on_train_epoch_end(self) -> None:
         """Log this rollout once: one reduction across ranks, then one write per logger."""
@@ -282,16 +320,39 @@ class PPOModule(L.LightningModule):
             metrics["stats/skipped_updates"] = float(self._skipped)
         metrics.update(self._auto_timings)  # once: actor_device=auto's start-up measurement
         self._auto_timings = {}
-        # Lightning's self.log costs ~0.5 ms per key (each call moves its result collection), as much as a
-        # whole PPO update: loggers get the dict in one write, and self.log carries only what callbacks
-        # (checkpoint monitors) and the progress bar read.
+        # Loggers get the dict in one write; self.log carries only what callbacks read (see _keys_callbacks_read).
         for logger in self.loggers:
             logger.log_metrics(metrics, step=self.global_step)
-        self.log_dict({key: metrics[key] for key in PROGRESS_METRICS}, logger=False, prog_bar=True)
+        self.rollout_metrics = metrics
+        logged = {key: metrics[key] for key in self._callback_keys if key in metrics}
+        if logged:
+            self.log_dict(logged, logger=False, prog_bar=True)
+        scheduler = self.lr_schedulers()
+        if scheduler is not None:  # manual optimization: stepped here, once per rollout, after logging its lr
+            scheduler.step()
 
     # -- checkpoints ------------------------------------------------------------------------------------------
     def configure_callbacks(self):
+        self._adopt_trainer_clipping()
         return [SaveLastOnStop()]
+
+    def _adopt_trainer_clipping(self) -> None:
+        """Take ``Trainer(gradient_clip_val=..., gradient_clip_algorithm=...)`` as this module's clipping.
+
+        Lightning refuses the Trainer's clipping under manual optimization (it cannot know where the steps are);
+        lit_ppo applies the same setting itself before every optimizer step (``on_before_optimizer_step``), so
+        ``trainer.gradient_clip_val`` keeps its meaning. Lightning calls this hook before it checks the setting.
+        """
+        trainer = self.trainer
+        if trainer.state.fn == "fit" and trainer.gradient_clip_val:
+            self._grad_clip = (float(trainer.gradient_clip_val), trainer.gradient_clip_algorithm or "norm")
+            trainer.gradient_clip_val = None
+            trainer.gradient_clip_algorithm = None
+
+    def on_fit_end(self) -> None:
+        # Hand the Trainer its clipping setting back (a later fit of another module reads it again).
+        if self._grad_clip[0] is not None:
+            self.trainer.gradient_clip_val, self.trainer.gradient_clip_algorithm = self._grad_clip
 
     def on_load_checkpoint(self, checkpoint: dict[str, Any]) -> None:
         # Runs before the weights are loaded: a mismatch is named here instead of as a state_dict size error.

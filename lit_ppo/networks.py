@@ -28,13 +28,26 @@ def layer_init(layer: nn.Module, gain: float) -> nn.Module:
     return layer
 
 
-def mlp(in_features: int, hidden_sizes: Sequence[int], out_features: int, out_gain: float) -> nn.Sequential:
+class MLP(nn.Sequential):
+    """Linear layers with tanh between them (an ``nn.Sequential``, so parameters are named ``0.weight``, ...).
+
+    ``forward`` calls the functional ops directly: ``nn.Module.__call__`` costs microseconds per layer, as much
+    as a 64-wide layer's arithmetic at PPO's batch sizes, and PPO runs these layers tens of thousands of times.
+    """
+
+    def forward(self, x: Tensor) -> Tensor:
+        for layer in self:
+            x = torch.tanh(x) if isinstance(layer, nn.Tanh) else F.linear(x, layer.weight, layer.bias)
+        return x
+
+
+def mlp(in_features: int, hidden_sizes: Sequence[int], out_features: int, out_gain: float) -> MLP:
     layers: list[nn.Module] = []
     for size in hidden_sizes:
         layers += [layer_init(nn.Linear(in_features, size), math.sqrt(2)), nn.Tanh()]
         in_features = size
     layers.append(layer_init(nn.Linear(in_features, out_features), out_gain))
-    return nn.Sequential(*layers)
+    return MLP(*layers)
 
 
 def nature_cnn(channels: int, height: int, width: int, features: int = 512) -> nn.Sequential:
@@ -67,7 +80,15 @@ def _categorical_entropy(logits: Tensor) -> Tensor:
     return -(log_probs.exp() * log_probs).sum(-1)
 
 
-class CategoricalHead:
+class DistributionHead:
+    """What every head offers besides ``sample``/``mode``/``log_prob``/``entropy``."""
+
+    def log_prob_entropy(self, params: Tensor, actions: Tensor) -> tuple[Tensor, Tensor]:
+        """``log_prob`` and ``entropy`` together, as the PPO loss needs them (heads may share work)."""
+        return self.log_prob(params, actions), self.entropy(params)
+
+
+class CategoricalHead(DistributionHead):
     """A categorical distribution over ``n`` actions (``Discrete``), parameterized by logits."""
 
     def __init__(self, n: int) -> None:
@@ -87,8 +108,13 @@ class CategoricalHead:
     def entropy(self, logits: Tensor) -> Tensor:
         return _categorical_entropy(logits)
 
+    def log_prob_entropy(self, logits: Tensor, actions: Tensor) -> tuple[Tensor, Tensor]:
+        log_probs = logits.log_softmax(-1)  # once for both
+        entropy = -(log_probs.exp() * log_probs).sum(-1)
+        return log_probs.gather(-1, actions.long().unsqueeze(-1)).squeeze(-1), entropy
 
-class MultiCategoricalHead:
+
+class MultiCategoricalHead(DistributionHead):
     """Independent categoricals, one per ``MultiDiscrete`` component; the logits of all components concatenated."""
 
     def __init__(self, nvec: Sequence[int], shape: Sequence[int]) -> None:
@@ -118,7 +144,7 @@ class MultiCategoricalHead:
         return self._per_component(_categorical_entropy, logits).sum(-1)
 
 
-class BernoulliHead:
+class BernoulliHead(DistributionHead):
     """Independent Bernoullis, one per ``MultiBinary`` element, parameterized by logits; actions are 0./1. floats."""
 
     def __init__(self, shape: Sequence[int]) -> None:
@@ -141,7 +167,7 @@ class BernoulliHead:
         return F.binary_cross_entropy_with_logits(logits, logits.sigmoid(), reduction="none").sum(-1)
 
 
-class DiagGaussianHead:
+class DiagGaussianHead(DistributionHead):
     """A diagonal Gaussian over a ``Box``: the mean from the actor, a state-independent log-std (a parameter of
     :class:`ActorCritic`, initialized to 0) appended to it, so ``params = cat([mean, log_std], -1)``.
 
@@ -336,6 +362,8 @@ class ObservationEncoder(nn.Module):
     def _vector(self, parts: list[Tensor]) -> Optional[Tensor]:
         if not self.vector_idx:
             return None
+        if len(self.vector_idx) == 1:  # the common case, a flat Box: no copy
+            return parts[self.vector_idx[0]].flatten(1).float()
         return torch.cat([parts[i].flatten(1).float() for i in self.vector_idx], 1)
 
     def vector_part(self, obs: Tensor) -> Optional[Tensor]:
@@ -449,7 +477,7 @@ class ActorCritic(nn.Module):
     def evaluate(self, obs: Tensor, actions: Tensor) -> tuple[Tensor, Tensor, Tensor]:
         """Log-probability of ``actions``, entropy and value under the current parameters (fp32)."""
         params, value = self(obs)
-        return self.head.log_prob(params, actions), self.head.entropy(params), value
+        return (*self.head.log_prob_entropy(params, actions), value)
 
     # -- normalization statistics -------------------------------------------------------------------------------
     def scale_rewards(self, rewards: Tensor, returns: Optional[Tensor] = None) -> Tensor:

@@ -17,5 +17,5 @@ def test_cartpole_learns_within_a_small_budget(tmp_path):
     trainer.fit(model, dm)
     assert trainer.current_epoch == 100  # the budget: 25,600 steps / 256 per rollout
     [result] = trainer.validate(model, dm, verbose=False)
-    # A random CartPole policy scores about 22.
-    assert result["eval/return_mean"] >= 150, result
+    # A random CartPole policy scores about 22; seeds 1-6 of this setting scored 127-500 (median 457).
+    assert result["eval/return_mean"] >= 100, result

@@ -54,20 +54,21 @@ def _dataset(seed=3):
     return module, RolloutDataset(collector, lambda: module.policy, update_epochs=2, minibatch_size=16)
 
 
-def test_dataset_yields_every_sample_once_per_epoch_with_the_right_shapes_and_dtypes():
+def test_dataset_yields_one_rollout_with_every_sample_once_per_update_epoch():
     _, dataset = _dataset()
-    batches = list(dataset)
-    assert len(batches) == len(dataset) == 2 * (64 // 16)
-    expected = {"obs": ((16, 4), torch.float32), "actions": ((16,), torch.long), "logprobs": ((16,), torch.float32),
-                "values": ((16,), torch.float32), "advantages": ((16,), torch.float32),
-                "returns": ((16,), torch.float32)}
-    for batch in batches:
-        assert {k: (tuple(v.shape), v.dtype) for k, v in batch.items()} == expected
-        assert not batch["obs"].is_inference()
-    # each update epoch is a permutation of the same 64 samples
-    first = torch.cat([b["obs"] for b in batches[:4]])
-    second = torch.cat([b["obs"] for b in batches[4:]])
-    assert torch.equal(first[first[:, 0].argsort()], second[second[:, 0].argsort()])
+    items = list(dataset)
+    assert len(items) == len(dataset) == 1  # one Lightning step per rollout
+    rollout, indices = items[0]["rollout"], items[0]["minibatch_indices"]
+    expected = {"obs": ((64, 4), torch.float32), "actions": ((64,), torch.long), "logprobs": ((64,), torch.float32),
+                "values": ((64,), torch.float32), "advantages": ((64,), torch.float32),
+                "returns": ((64,), torch.float32)}
+    assert {k: (tuple(v.shape), v.dtype) for k, v in rollout.items()} == expected
+    assert not any(v.is_inference() for v in rollout.values())  # the learner's autograd may save them
+    # update_epochs=2 passes of 64 // 16 = 4 minibatches of 16; each pass is a permutation of all 64 samples
+    assert indices.shape == (2, 4, 16) and indices.dtype == torch.long
+    for epoch in indices:
+        assert sorted(epoch.flatten().tolist()) == list(range(64))
+    assert not torch.equal(indices[0], indices[1])  # shuffled anew each pass
 
 
 def test_acting_uses_the_latest_weights():
@@ -76,17 +77,16 @@ def test_acting_uses_the_latest_weights():
         last = module.policy.actor[-1]
         last.weight.zero_()
         last.bias.copy_(torch.tensor([-100.0, 100.0]))
-    batches = list(dataset)
-    assert all(torch.all(b["actions"] == 1) for b in batches)
+    assert all(torch.all(item["rollout"]["actions"] == 1) for item in dataset)
     with torch.no_grad():
         last.bias.copy_(torch.tensor([100.0, -100.0]))
-    assert all(torch.all(b["actions"] == 0) for b in dataset)
+    assert all(torch.all(item["rollout"]["actions"] == 0) for item in dataset)
 
 
 def test_same_seed_gives_the_same_rollout():
-    runs = [list(_dataset(seed=5)[1]) for _ in range(2)]
-    for a, b in zip(*runs):
-        for key in a:
-            assert torch.equal(a[key], b[key]), key
-    other = list(_dataset(seed=6)[1])
-    assert not torch.equal(runs[0][0]["obs"], other[0]["obs"])
+    runs = [list(_dataset(seed=5)[1])[0] for _ in range(2)]
+    for key in runs[0]["rollout"]:
+        assert torch.equal(runs[0]["rollout"][key], runs[1]["rollout"][key]), key
+    assert torch.equal(runs[0]["minibatch_indices"], runs[1]["minibatch_indices"])
+    other = list(_dataset(seed=6)[1])[0]
+    assert not torch.equal(runs[0]["rollout"]["obs"], other["rollout"]["obs"])

@@ -166,11 +166,14 @@ def test_deterministic_evaluation_plays_the_mode(act):
 # -- observations through the real Trainer --------------------------------------------------------------------
 class Recorder(L.Callback):
     def __init__(self):
-        self.losses, self.obs_dtypes = [], set()
+        self.grads_finite, self.obs_dtypes = [], set()
 
-    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
-        self.losses.append(float(outputs["loss"]))
-        self.obs_dtypes.add(batch["obs"].dtype)
+    def on_before_optimizer_step(self, trainer, pl_module, optimizer):  # once per minibatch update
+        self.grads_finite.append(all(bool(p.grad.isfinite().all()) for p in pl_module.parameters()
+                                     if p.grad is not None))
+
+    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):  # once per rollout
+        self.obs_dtypes.add(batch["rollout"]["obs"].dtype)
 
 
 def _fit(tmp_path, obs, act, iterations=3, callbacks=(), normalize=True, **trainer_kwargs):
@@ -199,8 +202,9 @@ CASES = [
 def test_each_observation_space_trains_with_finite_losses(tmp_path, obs, act, obs_dtype, cnn):
     torch.manual_seed(0)
     dm, model, trainer, recorder = _fit(tmp_path, obs, act)
-    assert len(recorder.losses) == 3 * 2 * 2  # iterations x update epochs x minibatches
-    assert all(math.isfinite(loss) for loss in recorder.losses), recorder.losses
+    assert len(recorder.grads_finite) == 3 * 2 * 2  # iterations x update epochs x minibatches
+    assert all(recorder.grads_finite)
+    assert all(math.isfinite(model.rollout_metrics[name]) for name in ("losses/policy", "losses/value"))
     assert recorder.obs_dtypes == {obs_dtype}
     assert bool(model.policy.encoder.cnns) == cnn
     [result] = trainer.validate(model, dm, verbose=False)

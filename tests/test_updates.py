@@ -1,0 +1,81 @@
+"""The update loop inside one Lightning step per rollout: minibatch steps, the Trainer's gradient clipping,
+learning-rate annealing and the target-KL early stop, through the real Trainer."""
+
+import lightning as L
+import pytest
+import torch
+
+from lit_ppo import PPODataModule, PPOModule
+
+ITERATIONS, EPOCHS, MINIBATCHES = 3, 2, 4
+
+
+def _total_norm(module: L.LightningModule) -> float:
+    return float(torch.linalg.vector_norm(torch.stack([p.grad.norm() for p in module.parameters()
+                                                       if p.grad is not None])))
+
+
+class Recording(PPOModule):
+    """Records, per optimizer step, the gradient norm before and after the module's clipping, and per rollout the
+    learning rate its updates used."""
+
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        self.norms: list[tuple[float, float]] = []
+        self.lrs: list[float] = []
+
+    def training_step(self, batch, batch_idx):
+        self.lrs.append(self.optimizers().param_groups[0]["lr"])
+        return super().training_step(batch, batch_idx)
+
+    def on_before_optimizer_step(self, optimizer):
+        before = _total_norm(self)
+        super().on_before_optimizer_step(optimizer)
+        self.norms.append((before, _total_norm(self)))
+
+
+def _fit(tmp_path, model_kwargs=None, **trainer_kwargs):
+    torch.manual_seed(0)
+    dm = PPODataModule("CartPole-v1", num_envs=4, num_steps=16, total_timesteps=64 * ITERATIONS,
+                       update_epochs=EPOCHS, minibatch_size=64 // MINIBATCHES, seed=0)
+    model = Recording(env_spec=dm.env_spec, hidden_sizes=[16], lr=0.01, **(model_kwargs or {}))
+    trainer = L.Trainer(max_epochs=-1, logger=False, enable_checkpointing=False, enable_progress_bar=False,
+                        enable_model_summary=False, default_root_dir=tmp_path, **trainer_kwargs)
+    trainer.fit(model, dm)
+    return model, trainer
+
+
+def test_one_lightning_step_per_rollout_and_one_optimizer_step_per_minibatch(tmp_path):
+    model, trainer = _fit(tmp_path)
+    assert trainer.current_epoch == ITERATIONS
+    assert trainer.global_step == len(model.norms) == ITERATIONS * EPOCHS * MINIBATCHES
+    # linear annealing to 0 over the budget, one value per rollout
+    assert model.lrs == pytest.approx([0.01 * (1 - i / ITERATIONS) for i in range(ITERATIONS)])
+
+
+@pytest.mark.parametrize("clip", [0.05, 0.5])
+def test_trainer_gradient_clip_val_clips_every_update(tmp_path, clip):
+    model, trainer = _fit(tmp_path, gradient_clip_val=clip)
+    assert all(after <= clip * (1 + 1e-4) for _, after in model.norms), model.norms
+    clipped = [(before, after) for before, after in model.norms if before > clip]
+    assert clipped, "no update needed clipping: the test would prove nothing"
+    assert all(after == pytest.approx(clip, rel=1e-4) for _, after in clipped)
+    assert trainer.gradient_clip_val == clip  # handed back to the Trainer after fit
+
+
+def test_without_clipping_norms_are_untouched(tmp_path):
+    model, _ = _fit(tmp_path)
+    assert all(before == after for before, after in model.norms)
+    assert max(before for before, _ in model.norms) > 0.05  # so the clipped runs above really clipped
+
+
+def test_gradient_clipping_by_value(tmp_path):
+    model, _ = _fit(tmp_path, gradient_clip_val=1e-3, gradient_clip_algorithm="value")
+    assert all(p.grad.abs().max() <= 1e-3 for p in model.parameters() if p.grad is not None)
+
+
+def test_target_kl_stops_a_rollouts_updates_early(tmp_path):
+    # The first minibatch of a rollout is scored by the acting weights (KL exactly 0); after one update the
+    # second minibatch's KL is positive, far above 1.5 * 1e-9, so each rollout stops after two steps.
+    model, trainer = _fit(tmp_path, model_kwargs={"target_kl": 1e-9})
+    assert trainer.global_step == 2 * ITERATIONS
