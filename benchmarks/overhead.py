@@ -16,7 +16,6 @@ import yaml
 
 from lit_ppo.cli import _shipped
 from lit_ppo.data import PPODataModule
-from lit_ppo.losses import normalize_advantages, ppo_loss_terms
 from lit_ppo.module import PPOModule
 
 
@@ -40,38 +39,39 @@ def run_lightning(config: dict, total_timesteps: int, seed: int) -> tuple[float,
 
 
 def run_plain(config: dict, total_timesteps: int, seed: int) -> tuple[float, int]:
-    """The same PPO update written as a plain PyTorch loop over the same RolloutDataset."""
+    """The same PPO update in a plain PyTorch loop over the same RolloutDataset: the module's own minibatch
+    preparation and loss code, torch's backward, clipping and optimizer step, no Trainer."""
     dm, model = _build(config, total_timesteps, seed)
     hp = model.hparams
     clip = config.get("trainer", {}).get("gradient_clip_val")
     optimizer = model.build_optimizer()
     iterations = total_timesteps // (dm.hparams.num_envs * dm.hparams.num_steps)
-    dataset = dm.build_rollout_dataset(lambda: model.policy)
+    dataset = dm.build_rollout_dataset(model.acting_policy)  # the same acting as in the Trainer
     steps = 0
     start = time.perf_counter()
     for it in range(iterations):
         frac = 1.0 - it / iterations
         for group in optimizer.param_groups:
             group["lr"] = hp.lr * (frac if hp.anneal_lr else 1.0)
-        clip_coef = hp.clip_coef * (frac if hp.anneal_clip else 1.0)
-        sums = torch.zeros(5)
+        model.clip_coef = hp.clip_coef * (frac if hp.anneal_clip else 1.0)
+        model._loss_sums, model._updates = torch.zeros(5), 0
         for item in dataset:  # one rollout and its minibatch order, as the module's training_step gets them
             rollout, size = item["rollout"], item["rollout"]["advantages"].shape[0]
+            whole = None
             for idx in item["minibatch_indices"].flatten(0, 1):
-                batch = rollout if idx.numel() == size else {k: v[idx] for k, v in rollout.items()}
-                logprob, entropy, values = model.policy.evaluate(batch["obs"], batch["actions"])
-                adv = normalize_advantages(batch["advantages"]) if hp.norm_adv else batch["advantages"]
-                terms = ppo_loss_terms(logprob, batch["logprobs"], adv, entropy, values, batch["values"],
-                                       batch["returns"], clip_coef, clip_coef if hp.clip_vloss else None)
-                loss = terms.policy - hp.ent_coef * terms.entropy + hp.vf_coef * terms.value
+                if idx.numel() == size:
+                    whole = whole if whole is not None else model._prepare_minibatch(rollout)
+                    batch = whole
+                else:
+                    batch = model._prepare_minibatch({k: v[idx] for k, v in rollout.items()})
+                loss = model._minibatch_loss(batch)
                 optimizer.zero_grad(set_to_none=True)
                 loss.backward()
                 if clip:
                     torch.nn.utils.clip_grad_norm_(model.parameters(), clip)
                 optimizer.step()
-                sums += torch.stack([t.detach() for t in terms])
                 steps += 1
-        sums.tolist()  # the per-rollout read-out the Lightning arm logs
+        model._loss_sums.tolist()  # the per-rollout read-out the Lightning arm logs
     elapsed = time.perf_counter() - start
     dataset.collector.close()
     return elapsed, steps

@@ -19,7 +19,7 @@ import torch
 from torch import Tensor
 from torchmetrics import MeanMetric
 
-from lit_ppo.acting import ACTOR_DEVICES, DeviceActor, choose_actor_device, cpu_copy
+from lit_ppo.acting import ACTOR_DEVICES, DeviceActor, FusedActing, choose_actor_device, cpu_copy
 from lit_ppo.callbacks import EnvStepProgressBar
 from lit_ppo.checkpointing import SaveLastOnStop, check_compatible
 from lit_ppo.errors import ConfigError, NonFiniteError, require
@@ -122,19 +122,20 @@ class PPOModule(L.LightningModule):
     def acting_policy(self) -> ActorCritic:
         """The policy the CPU rollout acts with, holding the weights of the latest update.
 
-        On a CPU learner this is the learner itself (nothing to copy); otherwise, by ``actor_device``, a CPU copy
-        refreshed once per rollout or the learner's network on its device.
+        On a CPU learner this is the learner's network (nothing to copy); otherwise, by ``actor_device``, a CPU copy
+        refreshed once per rollout or the learner's network on its device. On the CPU it acts through
+        :class:`lit_ppo.acting.FusedActing` (actor and critic in one pass).
         """
         if self._act_on is None:
             self._act_on = self._resolve_actor_device()
         if self.device.type == "cpu":
-            return self.policy
+            return FusedActing(self.policy)
         if self._act_on == "learner":
             return DeviceActor(self.policy, self.device)
         # Set past nn.Module.__setattr__: the CPU copy must not become a submodule (it would enter the
         # state_dict and checkpoints, and be moved to the learner's device).
         object.__setattr__(self, "_actor", cpu_copy(self.policy, self._actor))
-        return self._actor
+        return FusedActing(self._actor)
 
     def on_fit_start(self) -> None:
         # The learner is on its device now: an impossible placement fails before any environment step.
@@ -209,10 +210,14 @@ class PPOModule(L.LightningModule):
         rollout, indices = batch["rollout"], batch["minibatch_indices"]
         optimizer = self.optimizers()
         size = rollout["advantages"].shape[0]
+        whole = None  # the rollout as one minibatch: prepared once, it is the same in every pass
         for epoch_indices in indices:
             for idx in epoch_indices:
-                # A minibatch of the whole rollout needs no gather: its loss does not depend on the order.
-                minibatch = rollout if idx.numel() == size else {key: value[idx] for key, value in rollout.items()}
+                if idx.numel() == size:  # no gather: the loss does not depend on the order of the samples
+                    whole = whole if whole is not None else self._prepare_minibatch(rollout)
+                    minibatch = whole
+                else:
+                    minibatch = self._prepare_minibatch({key: value[idx] for key, value in rollout.items()})
                 loss = self._minibatch_loss(minibatch)
                 if loss is None:
                     continue
@@ -222,14 +227,16 @@ class PPOModule(L.LightningModule):
                 if self._kl_exceeded():
                     return
 
+    def _prepare_minibatch(self, batch: dict[str, Tensor]) -> dict[str, Tensor]:
+        if self.hparams.norm_adv:  # per minibatch, as PPO's reference implementations do
+            batch = dict(batch, advantages=normalize_advantages(batch["advantages"].float()))
+        return batch
+
     def _minibatch_loss(self, batch: dict[str, Tensor]) -> Optional[Tensor]:
         hp = self.hparams
         logprob, entropy, values = self.policy.evaluate(batch["obs"], batch["actions"])
-        advantages = batch["advantages"]
-        if hp.norm_adv:
-            advantages = normalize_advantages(advantages.float())
         terms = ppo_loss_terms(
-            logprob, batch["logprobs"], advantages, entropy, values, batch["values"], batch["returns"],
+            logprob, batch["logprobs"], batch["advantages"], entropy, values, batch["values"], batch["returns"],
             clip_coef=self.clip_coef, value_clip_coef=self.clip_coef if hp.clip_vloss else None,
         )
         stacked = torch.stack([t.detach() for t in terms])
@@ -239,7 +246,10 @@ class PPOModule(L.LightningModule):
         # No sync here: a non-finite term carries into the rollout's sums, checked once in on_train_epoch_end.
         self._loss_sums += stacked
         self._updates += 1
-        return terms.policy - hp.ent_coef * terms.entropy + hp.vf_coef * terms.value
+        loss = terms.policy + hp.vf_coef * terms.value
+        if hp.ent_coef:  # with no bonus, backward does not go through the entropy at all
+            loss = loss - hp.ent_coef * terms.entropy
+        return loss
 
     def _kl_exceeded(self) -> bool:
         # Optional early stop of a rollout's updates on a KL jump (one host sync per step when on).

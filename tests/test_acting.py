@@ -1,9 +1,12 @@
-"""Where the rollout's policy acts: the CPU copy and the learner-device actor, exercised on the CPU."""
+"""Where and how the rollout's policy acts: the CPU copy, the learner-device actor and the fused actor-critic,
+exercised on the CPU."""
 
+import pytest
 import torch
 
 from lit_ppo import PPODataModule, PPOModule
-from lit_ppo.acting import DeviceActor, choose_actor_device, cpu_copy
+from lit_ppo.acting import DeviceActor, FusedActing, choose_actor_device, cpu_copy
+from lit_ppo.networks import ActorCritic
 
 
 def _module():
@@ -40,7 +43,7 @@ def test_the_cpu_acting_copy_is_not_a_submodule(monkeypatch):
     monkeypatch.setattr(PPOModule, "device", property(lambda self: torch.device("meta")))
     module._act_on = "cpu"
     actor = module.acting_policy()
-    assert actor is not module.policy and next(actor.parameters()).device.type == "cpu"
+    assert actor.policy is not module.policy and next(actor.policy.parameters()).device.type == "cpu"
     assert set(module.state_dict()) == keys
 
 
@@ -48,3 +51,33 @@ def test_choose_actor_device_reports_both_timings():
     module = _module()
     choice, cpu_s, device_s = choose_actor_device(module.policy, torch.device("cpu"), torch.randn(8, 4))
     assert choice in ("cpu", "learner") and cpu_s > 0 and device_s > 0
+
+
+SPACES = {
+    "discrete": ({"type": "box", "shape": [4], "dtype": "float32", "image": False}, {"type": "discrete", "n": 3}),
+    "box": ({"type": "box", "shape": [5], "dtype": "float32", "image": False}, {"type": "box", "shape": [2]}),
+    "image": ({"type": "box", "shape": [36, 36, 1], "dtype": "uint8", "image": True, "channels_last": True},
+              {"type": "discrete", "n": 4}),
+}
+
+
+@pytest.mark.parametrize("space", sorted(SPACES))
+@pytest.mark.parametrize("batch", [1, 8, FusedActing.MAX_BATCH + 1])
+def test_fused_acting_acts_as_the_policy(space, batch):
+    torch.manual_seed(0)
+    observation, action = SPACES[space]
+    policy = ActorCritic(observation, action, [32, 16])
+    with torch.no_grad():  # non-trivial weights everywhere (the output layers start near zero)
+        for p in policy.parameters():
+            p.add_(0.3 * torch.randn_like(p))
+    shape = observation["shape"]
+    obs = torch.randint(0, 256, (batch, *shape), dtype=torch.uint8) if space == "image" else torch.randn(batch, *shape)
+    fused = FusedActing(policy)
+    with torch.inference_mode():
+        expected = policy.act(obs, torch.Generator().manual_seed(5))
+        got = fused.act(obs, torch.Generator().manual_seed(5))
+        torch.testing.assert_close(got[0], expected[0])  # same samples from the same generator
+        torch.testing.assert_close(got[1], expected[1], rtol=1e-5, atol=1e-5)
+        torch.testing.assert_close(got[2], expected[2], rtol=1e-5, atol=1e-5)
+        torch.testing.assert_close(fused.act(obs, deterministic=True)[0], policy.act(obs, deterministic=True)[0])
+        torch.testing.assert_close(fused.value(obs), policy.value(obs))
