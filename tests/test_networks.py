@@ -85,3 +85,14 @@ def test_image_only_policy_shares_the_cnn_trunk_with_linear_heads_and_scales_uin
     torch.testing.assert_close(net.encoder(frames), cnn(frames.permute(0, 3, 1, 2).float() / 255))
     gray = ActorCritic(_image((36, 36)), SPEC, [8])  # a single grayscale frame: one channel
     assert gray.encoder.cnns[0][0].in_channels == 1 and gray(torch.zeros(2, 36, 36, dtype=torch.uint8))[0].shape == (2, 3)
+
+
+def test_the_mlp_tanh_is_tanh_on_large_batches_too():
+    from lit_ppo.networks import _tanh
+
+    for shape in [(4, 64), (256, 64)]:  # torch.tanh below 4096 elements, 2 * sigmoid(2x) - 1 above
+        x = (torch.randn(shape) * 4).requires_grad_()
+        y = _tanh(x)
+        torch.testing.assert_close(y, torch.tanh(x), rtol=0, atol=1e-6)
+        (grad,) = torch.autograd.grad(y.sum(), x)
+        torch.testing.assert_close(grad, 1 - torch.tanh(x).detach() ** 2, rtol=0, atol=1e-6)

@@ -79,3 +79,23 @@ def test_target_kl_stops_a_rollouts_updates_early(tmp_path):
     # second minibatch's KL is positive, far above 1.5 * 1e-9, so each rollout stops after two steps.
     model, trainer = _fit(tmp_path, model_kwargs={"target_kl": 1e-9})
     assert trainer.global_step == 2 * ITERATIONS
+
+
+class CountsBackward(L.Callback):
+    def __init__(self):
+        self.calls = 0
+
+    def on_after_backward(self, trainer, pl_module):
+        self.calls += 1
+
+
+def test_backward_hooks_still_run_when_a_callback_has_them(tmp_path):
+    # Without backward hooks anywhere, one process and full precision, the loop calls loss.backward() itself
+    # (manual_backward would only add hook dispatch); a callback with a backward hook gets Lightning's path.
+    model, _ = _fit(tmp_path)
+    assert model._plain_backward
+    counter = CountsBackward()
+    model, trainer = _fit(tmp_path, callbacks=[counter])
+    assert not model._plain_backward and counter.calls == trainer.global_step == ITERATIONS * EPOCHS * MINIBATCHES
+    model, _ = _fit(tmp_path, precision="bf16-mixed")
+    assert not model._plain_backward
