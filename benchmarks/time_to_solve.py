@@ -25,6 +25,8 @@ import time
 from collections import defaultdict
 from pathlib import Path
 
+import yaml
+
 from compare import SETTINGS
 from harness import check, installed, iterations, lit_ppo_cmd, median, read_json_lines, run_process
 
@@ -164,7 +166,13 @@ def main() -> None:
         args.seeds, args.startup_repeats, args.eval_every = args.seeds[:1], 1, 256
         hp["total_timesteps"] = 512
         extra += ["--data.total_timesteps", "512"]
-    per_iteration = hp["num_envs"] * hp["num_steps"]
+    # The same evaluation cadence in environment steps for both arms: lit_ppo's iterations are its config's.
+    # (Imported here, not at the top: this file is also the SB3 worker, whose start-up must not include Lightning.)
+    from lit_ppo.cli import _shipped
+
+    with open(_shipped(args.config)) as f:
+        data = yaml.safe_load(f).get("data", {})
+    per_iteration = data.get("num_envs", 4) * data.get("num_steps", 128)
     lit_every = args.lit_eval_every or max(args.eval_every // per_iteration, 1)
     arms = ["lit_ppo"] + (["sb3"] if installed("stable_baselines3") else [])
     if "sb3" not in arms:

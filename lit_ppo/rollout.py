@@ -69,11 +69,13 @@ class RolloutCollector:
             "logprobs": torch.zeros((T, N)),
             "values": torch.zeros((T, N)),
         }
-        self.rewards = torch.zeros((T, N))
-        self.terminated = torch.zeros((T, N), dtype=torch.bool)
-        self.dones = torch.zeros((T, N), dtype=torch.bool)
+        # What the environments return, written from numpy each step into arrays that these tensors share
+        # memory with: a numpy row write costs a tenth of a tensor conversion and copy, ~30% of a CartPole step.
+        self._np = {"rewards": np.zeros((T, N), np.float32), "terminated": np.zeros((T, N), bool),
+                    "dones": np.zeros((T, N), bool), "truncated_only": np.zeros((T, N), bool)}
+        self.rewards, self.terminated, self.dones, self.truncated_only = (
+            torch.from_numpy(self._np[key]) for key in ("rewards", "terminated", "dones", "truncated_only"))
         self.final_values = torch.zeros((T, N))  # V(final observation) where an episode was truncated
-        self.truncated_only = torch.zeros((T, N), dtype=torch.bool)
         # Discounted return of the raw rewards per step, from which the policy's reward scale is estimated.
         self.reward_returns = torch.zeros((T, N))
         self.running_return = torch.zeros(N)
@@ -121,20 +123,20 @@ class RolloutCollector:
             obs, reward, terminated, truncated, info = self._call("step", actions_to_env(action, self.action_space))
             t2 = time.perf_counter()
             buf["actions"][step], buf["logprobs"][step], buf["values"][step] = action, logprob, value
-            self.rewards[step] = torch.from_numpy(np.asarray(reward, dtype=np.float32))
-            self.terminated[step] = torch.from_numpy(terminated)
-            self.dones[step] = torch.from_numpy(terminated | truncated)
+            arrays = self._np
+            arrays["rewards"][step] = reward
+            arrays["terminated"][step] = terminated
+            np.logical_or(terminated, truncated, out=arrays["dones"][step])
+            truncated_only = np.logical_and(truncated, ~terminated, out=arrays["truncated_only"][step])
             if self.normalize_reward:
                 self.running_return.mul_(self.gamma).add_(self.rewards[step])
                 self.reward_returns[step] = self.running_return
                 self.running_return.masked_fill_(self.dones[step], 0.0)
-            truncated_only = truncated & ~terminated
             if truncated_only.any():
                 # Bootstrap a time-limit end from the value of the real final observation.
                 idx = np.flatnonzero(truncated_only)
                 final_obs = final_observations_to_tensor(info["final_obs"][idx], self.obs_space)
                 self.final_values[step, idx] = policy.value(final_obs)
-            self.truncated_only[step] = torch.from_numpy(truncated_only)
             if "_episode" in info:
                 done_idx = np.flatnonzero(info["_episode"])
                 stats.episode_returns += info["episode"]["r"][done_idx].tolist()
