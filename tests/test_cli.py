@@ -47,3 +47,17 @@ def test_shipped_configs_resolve_from_any_directory(cli, tmp_path):
     assert not (tmp_path / "cartpole.yaml").exists()
     out = cli("fit", "--config", "cartpole.yaml", "--print_config", cwd=tmp_path).stdout
     assert "CartPole-v1" in out
+
+
+def test_cartpole_fast_stops_once_an_evaluation_solves_it(cli, tmp_path):
+    # configs/cartpole_fast.yaml: evaluation every 5 rollouts, EarlyStopping at a 20-episode mean of 475.
+    # Seeds 1-10 solved it within 41k of its 100k-step budget here.
+    cli("fit", "--config", "cartpole_fast.yaml", "--seed_everything", "3", "--trainer.enable_progress_bar", "false",
+        cwd=tmp_path)
+    [metrics_file] = list(tmp_path.glob("runs/cartpole_fast/version_*/metrics.csv"))
+    rows = list(csv.DictReader(metrics_file.open()))
+    evals = [float(r["eval/return_mean"]) for r in rows if r.get("eval/return_mean")]
+    steps = [float(r["time/env_steps"]) for r in rows if r.get("time/env_steps")]
+    assert evals[-1] >= 475 and all(e < 475 for e in evals[:-1])
+    assert steps[-1] < 100_000  # stopped early, at the solving evaluation
+    assert (tmp_path / "runs/cartpole_fast/checkpoints/last.ckpt").exists()
