@@ -17,7 +17,6 @@ through :func:`actions_to_env`.
 
 import functools
 import importlib
-import math
 from collections.abc import Sequence
 from typing import Any, Optional, Union
 

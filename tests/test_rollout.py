@@ -2,7 +2,6 @@ import torch
 
 from lit_ppo.envs import make_vector_env
 from lit_ppo.module import PPOModule
-from lit_ppo.networks import ActorCritic
 from lit_ppo.data import PPODataModule, RolloutDataset
 from lit_ppo.rollout import RolloutCollector
 
