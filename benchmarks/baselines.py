@@ -43,11 +43,28 @@ class Solve:
             self.steps, self.seconds = steps, seconds
 
 
+def sb3_ppo(ppo_class, hp: dict, seed: int):
+    """SB3's ``PPO`` (or a subclass) on CartPole-v1 with the hyperparameters ``hp`` (compare.SETTINGS' keys): the one
+    translation every benchmark uses. SB3's value loss has no factor 0.5, so it gets half of ``vf_coef``."""
+    from stable_baselines3.common.env_util import make_vec_env
+
+    def schedule(value: float, anneal: bool):
+        return (lambda remaining: remaining * value) if anneal else value
+
+    env = make_vec_env("CartPole-v1", n_envs=hp["num_envs"], seed=seed)
+    return ppo_class(
+        "MlpPolicy", env, n_steps=hp["num_steps"], batch_size=hp["num_envs"] * hp["num_steps"] // hp["num_minibatches"],
+        n_epochs=hp["update_epochs"], gamma=hp["gamma"], gae_lambda=hp["gae_lambda"],
+        learning_rate=schedule(hp["lr"], hp["anneal_lr"]), clip_range=schedule(hp["clip_coef"], hp["anneal_clip"]),
+        ent_coef=hp["ent_coef"], vf_coef=hp["vf_coef"] / 2, max_grad_norm=hp["max_grad_norm"], seed=seed,
+        device="cpu", verbose=0,
+    )
+
+
 def sb3_worker(hp: dict, seed: int, target: float) -> dict:
     import numpy as np
     import torch
     from stable_baselines3 import PPO
-    from stable_baselines3.common.env_util import make_vec_env
 
     solve = Solve(target)
 
@@ -59,17 +76,7 @@ def sb3_worker(hp: dict, seed: int, target: float) -> dict:
                 mean = float(np.mean([info["r"] for info in self.ep_info_buffer]))
                 solve.check(mean, self.num_timesteps, time.perf_counter() - start)
 
-    def schedule(value: float, anneal: bool):
-        return (lambda remaining: remaining * value) if anneal else value
-
-    env = make_vec_env("CartPole-v1", n_envs=hp["num_envs"], seed=seed)
-    model = TimedPPO(
-        "MlpPolicy", env, n_steps=hp["num_steps"], batch_size=hp["num_envs"] * hp["num_steps"] // hp["num_minibatches"],
-        n_epochs=hp["update_epochs"], gamma=hp["gamma"], gae_lambda=hp["gae_lambda"],
-        learning_rate=schedule(hp["lr"], hp["anneal_lr"]), clip_range=schedule(hp["clip_coef"], hp["anneal_clip"]),
-        ent_coef=hp["ent_coef"], vf_coef=hp["vf_coef"] / 2, max_grad_norm=hp["max_grad_norm"], seed=seed,
-        device="cpu", verbose=0,
-    )
+    model = sb3_ppo(TimedPPO, hp, seed)
     steps = iterations(hp) * hp["num_envs"] * hp["num_steps"]  # whole rollouts, as the other arms run
     start = time.perf_counter()
     model.learn(total_timesteps=steps)

@@ -27,6 +27,7 @@ from pathlib import Path
 
 import yaml
 
+from baselines import sb3_ppo
 from compare import SETTINGS
 from harness import check, installed, iterations, lit_ppo_cmd, median, read_json_lines, run_process
 
@@ -58,18 +59,8 @@ def sb3_solve_worker(hp: dict, seed: int, eval_every: int, target: float, out: s
         with open(out, "a") as f:
             f.write(json.dumps(event) + "\n")
 
-    def schedule(value: float, anneal: bool):
-        return (lambda remaining: remaining * value) if anneal else value
-
-    env = make_vec_env("CartPole-v1", n_envs=hp["num_envs"], seed=seed)
+    model = sb3_ppo(PPO, hp, seed)
     eval_env = make_vec_env("CartPole-v1", n_envs=20, seed=seed + 1_000_003)
-    model = PPO(
-        "MlpPolicy", env, n_steps=hp["num_steps"], batch_size=hp["num_envs"] * hp["num_steps"] // hp["num_minibatches"],
-        n_epochs=hp["update_epochs"], gamma=hp["gamma"], gae_lambda=hp["gae_lambda"],
-        learning_rate=schedule(hp["lr"], hp["anneal_lr"]), clip_range=schedule(hp["clip_coef"], hp["anneal_clip"]),
-        ent_coef=hp["ent_coef"], vf_coef=hp["vf_coef"] / 2, max_grad_norm=hp["max_grad_norm"], seed=seed,
-        device="cpu", verbose=0,
-    )
     # eval_freq counts calls of the vector env's step, i.e. num_envs environment steps each.
     callback = EvalCallback(eval_env, n_eval_episodes=20, eval_freq=eval_every // hp["num_envs"], deterministic=True,
                             callback_on_new_best=RecordSolved(), verbose=0)

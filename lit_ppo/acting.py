@@ -30,9 +30,7 @@ class DeviceActor:
     ) -> tuple[Tensor, Tensor, Tensor]:
         params, value = self.policy(obs.to(self.device, non_blocking=True))
         params, value = params.cpu(), value.cpu()
-        head = self.policy.head
-        action = head.mode(params) if deterministic else head.sample(params, generator)
-        return action, head.log_prob(params, action), value
+        return (*self.policy.head.choose(params, generator, deterministic), value)
 
     def value(self, obs: Tensor) -> Tensor:
         return self.policy.value(obs.to(self.device, non_blocking=True)).cpu()
@@ -84,9 +82,7 @@ class FusedActing:
     ) -> tuple[Tensor, Tensor, Tensor]:
         """As :meth:`ActorCritic.act`."""
         params, value = self(obs)
-        head = self.policy.head
-        action = head.mode(params) if deterministic else head.sample(params, generator)
-        return action, head.log_prob(params, action), value
+        return (*self.policy.head.choose(params, generator, deterministic), value)
 
     def value(self, obs: Tensor) -> Tensor:
         return self.policy.value(obs)

@@ -99,6 +99,13 @@ class DistributionHead:
         """``log_prob`` and ``entropy`` together, as the PPO loss needs them (heads may share work)."""
         return self.log_prob(params, actions), self.entropy(params)
 
+    def choose(
+        self, params: Tensor, generator: Optional[torch.Generator] = None, deterministic: bool = False
+    ) -> tuple[Tensor, Tensor]:
+        """An action (sampled, or the mode when ``deterministic``) and its log-probability: what acting needs."""
+        action = self.mode(params) if deterministic else self.sample(params, generator)
+        return action, self.log_prob(params, action)
+
 
 class CategoricalHead(DistributionHead):
     """A categorical distribution over ``n`` actions (``Discrete``), parameterized by logits."""
@@ -483,8 +490,7 @@ class ActorCritic(nn.Module):
         """Action, its log-probability and the state value for a batch of observations; deterministic: the mode
         (the Gaussian's mean)."""
         params, value = self(obs)
-        action = self.head.mode(params) if deterministic else self.head.sample(params, generator)
-        return action, self.head.log_prob(params, action), value
+        return (*self.head.choose(params, generator, deterministic), value)
 
     def evaluate(self, obs: Tensor, actions: Tensor) -> tuple[Tensor, Tensor, Tensor]:
         """Log-probability of ``actions``, entropy and value under the current parameters (fp32)."""
