@@ -3,6 +3,7 @@ checks are skipped where there is no GPU (CI) and run by scripts/gpu_check.sh wh
 
 import csv
 import math
+import os
 
 import pytest
 import torch
@@ -85,8 +86,9 @@ def test_profile_prints_the_cpu_row_and_says_why_others_are_absent(cli, tmp_path
 
 @pytest.mark.parametrize("override,expected", [
     (["--model.actor_device", "cuda"], ["model.actor_device", "CUDA"]),
-    (["--trainer.strategy", "ddp", "--trainer.devices", "3"], ["trainer.devices", "CPU core"]),
-], ids=["actor_cuda", "devices3"])
+    # one process more than this machine has cores (a fixed number passed on 2 cores and failed on 16)
+    (["--trainer.strategy", "ddp", "--trainer.devices", str((os.cpu_count() or 1) + 1)], ["trainer.devices", "CPU core"]),
+], ids=["actor_cuda", "devices_over_cores"])
 def test_impossible_placement_fails_fast(cli, tmp_path, override, expected):
     if override[:2] == ["--model.actor_device", "cuda"] and torch.cuda.is_available():
         pytest.skip("CUDA is available here, so the placement is possible")
