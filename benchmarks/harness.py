@@ -101,10 +101,10 @@ def lit_ppo_args(hp: dict, seed: int, threads: Optional[int]) -> list[str]:
     ]
 
 
-def lit_ppo_cmd(config: str, args: list, callbacks: Optional[list] = None) -> list:
+def lit_ppo_cmd(config: str, args: list, callbacks: Optional[list] = None, python: str = sys.executable) -> list:
     """``python -m lit_ppo fit`` logging to CSV under ./csv, without checkpoints or a progress bar."""
     return [
-        sys.executable, "-m", "lit_ppo", "fit", "--config", config, *args,
+        python, "-m", "lit_ppo", "fit", "--config", config, *args,
         "--trainer.logger", "lightning.pytorch.loggers.CSVLogger", "--trainer.logger.save_dir", "csv",
         "--trainer.logger.name", "run", "--trainer.enable_checkpointing", "false",
         "--trainer.enable_progress_bar", "false", "--trainer.callbacks", json.dumps(callbacks or []),

@@ -12,7 +12,15 @@ fit/learn), and for lit_ppo the Trainer's set-up inside fit (to the first rollou
 within (a). Then start-up: fresh-process
 times of importing each library, and the largest imports of ``lit_ppo.cli`` by ``python -X importtime``.
 
+Where each arm's Python comes from decides much of (b). By default both run in this interpreter, where every
+package installed here is importable, and torchmetrics (which Lightning imports) imports scipy.signal and
+matplotlib whenever they are installed (~0.7 s), though lit_ppo needs neither. ``--venvs DIR`` runs each arm in
+a virtual environment holding only what its own ``pip install`` brings (made under DIR on first use, reused
+after): ``DIR/lit_ppo`` from this repository, ``DIR/sb3`` from ``stable-baselines3``, both with
+``constraints/ci.txt``; the arms still import lit_ppo and these scripts from this checkout.
+
     python benchmarks/time_to_solve.py [--config cartpole.yaml] [--seeds 1 2 3] [--eval-every 2560] [--quick]
+                                       [--venvs DIR]
 """
 
 import argparse
@@ -25,11 +33,9 @@ import time
 from collections import defaultdict
 from pathlib import Path
 
-import yaml
-
 from baselines import sb3_ppo
 from compare import SETTINGS
-from harness import check, installed, iterations, lit_ppo_cmd, median, read_json_lines, run_process
+from harness import REPO, check, installed, iterations, lit_ppo_cmd, median, read_json_lines, run_process
 
 # Imported in a fresh process each, timed inside it: the whole process's wall time would add the interpreter's
 # teardown (~0.7 s once Lightning is loaded), which happens after training and is no start-up cost.
@@ -68,17 +74,18 @@ def sb3_solve_worker(hp: dict, seed: int, eval_every: int, target: float, out: s
     model.learn(total_timesteps=iterations(hp) * hp["num_envs"] * hp["num_steps"], callback=callback)
 
 
-def lit_ppo_arm(config: str, seed: int, eval_every_iterations: int, target: float, cwd: Path, extra: list) -> dict:
+def lit_ppo_arm(python: str, config: str, seed: int, eval_every_iterations: int, target: float, cwd: Path,
+                extra: list) -> dict:
     clock = cwd / "clock.jsonl"
     args = ["--seed_everything", seed, "--trainer.check_val_every_n_epoch", eval_every_iterations, *extra]
     probe = {"class_path": "probes.SolveClock", "init_args": {"path": str(clock), "target": target}}
-    run = check(run_process(lit_ppo_cmd(config, args, [probe]), cwd), f"lit_ppo seed {seed}")
+    run = check(run_process(lit_ppo_cmd(config, args, [probe], python), cwd), f"lit_ppo seed {seed}")
     return solve_times(run, read_json_lines(clock), target)
 
 
-def sb3_arm(hp: dict, seed: int, eval_every: int, target: float, cwd: Path) -> dict:
+def sb3_arm(python: str, hp: dict, seed: int, eval_every: int, target: float, cwd: Path) -> dict:
     clock = cwd / "clock.jsonl"
-    cmd = [sys.executable, Path(__file__).resolve(), "--worker", "--hp", json.dumps(hp), "--seed", seed,
+    cmd = [python, Path(__file__).resolve(), "--worker", "--hp", json.dumps(hp), "--seed", seed,
            "--eval-every", eval_every, "--target", target, "--out", clock]
     run = check(run_process(cmd, cwd), f"sb3 seed {seed}")
     return solve_times(run, read_json_lines(clock), target)
@@ -96,23 +103,25 @@ def solve_times(run, events: list[dict], target: float) -> dict:
             "steps": solved and solved["env_steps"]}
 
 
-def import_times(repeats: int) -> dict:
-    """Median seconds of ``import m`` in a fresh process (m's dependencies included)."""
+def import_times(pythons: dict, repeats: int) -> dict:
+    """Median seconds of ``import m`` in a fresh process (m's dependencies included), in lit_ppo's interpreter
+    (SB3's for stable_baselines3)."""
     times = {}
     for module in IMPORTS:
-        if module == "stable_baselines3" and not installed(module):
+        python = pythons.get("sb3") if module == "stable_baselines3" else pythons["lit_ppo"]
+        if python is None:
             continue
         code = f"import time; t = time.perf_counter(); import {module}; print(time.perf_counter() - t)"
-        runs = [float(subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True).stdout)
+        runs = [float(subprocess.run([python, "-c", code], check=True, capture_output=True, text=True).stdout)
                 for _ in range(repeats)]
         times[f"import {module}"] = median(runs)
     return times
 
 
-def largest_imports(module: str, top: int) -> tuple[list, dict]:
+def largest_imports(python: str, module: str, top: int) -> tuple[list, dict]:
     """``python -X importtime -c 'import module'``: self seconds summed per top-level package (no double
     counting), and the cumulative seconds of some heavy subtrees where they are first imported."""
-    proc = subprocess.run([sys.executable, "-X", "importtime", "-c", f"import {module}"], capture_output=True,
+    proc = subprocess.run([python, "-X", "importtime", "-c", f"import {module}"], capture_output=True,
                           text=True, check=True)
     per_package, subtrees = defaultdict(float), {}
     for line in proc.stderr.splitlines():
@@ -127,6 +136,17 @@ def largest_imports(module: str, top: int) -> tuple[list, dict]:
 
 HEAVY = ("torch", "torch._dynamo", "lightning.fabric", "torchmetrics", "scipy.signal", "matplotlib", "sympy",
          "jsonargparse", "gymnasium", "tensorboard")
+
+
+def venv_python(root: Path, requirement: str) -> str:
+    """The interpreter of the virtual environment ``root``, made with ``pip install requirement`` if absent."""
+    python = root / "bin" / "python"
+    if not python.exists():
+        print(f"time_to_solve: making {root} (pip install {requirement}) ...", flush=True)
+        subprocess.run([sys.executable, "-m", "venv", root], check=True)
+        subprocess.run([python, "-m", "pip", "install", "-q", "-c", REPO / "constraints" / "ci.txt", requirement],
+                       check=True)
+    return str(python)
 
 
 def main() -> None:
@@ -151,6 +171,8 @@ def main() -> None:
     parser.add_argument("--target", type=float, default=475.0)
     parser.add_argument("--startup-repeats", type=int, default=3)
     parser.add_argument("--quick", action="store_true", help="a seconds-long smoke run")
+    parser.add_argument("--venvs", type=Path, default=None,
+                        help="run each arm in a virtual environment of its own install only, kept under this folder")
     args, extra = parser.parse_known_args()  # extra: lit_ppo CLI overrides
     hp = dict(SETTINGS["zoo"], total_timesteps=args.total_timesteps)
     if args.quick:
@@ -159,26 +181,35 @@ def main() -> None:
         extra += ["--data.total_timesteps", "512"]
     # The same evaluation cadence in environment steps for both arms: lit_ppo's iterations are its config's.
     # (Imported here, not at the top: this file is also the SB3 worker, whose start-up must not include Lightning.)
+    import yaml
+
     from lit_ppo.cli import _shipped
 
     with open(_shipped(args.config)) as f:
         data = yaml.safe_load(f).get("data", {})
     per_iteration = data.get("num_envs", 4) * data.get("num_steps", 128)
     lit_every = args.lit_eval_every or max(args.eval_every // per_iteration, 1)
-    arms = ["lit_ppo"] + (["sb3"] if installed("stable_baselines3") else [])
+    if args.venvs:
+        pythons = {"lit_ppo": venv_python(args.venvs.resolve() / "lit_ppo", str(REPO)),
+                   "sb3": venv_python(args.venvs.resolve() / "sb3", "stable-baselines3")}
+    else:
+        pythons = {"lit_ppo": sys.executable, "sb3": sys.executable if installed("stable_baselines3") else None}
+    arms = [arm for arm, python in pythons.items() if python]
     if "sb3" not in arms:
         print("time_to_solve: stable_baselines3 is not installed: lit_ppo only.")
     print(f"time_to_solve: CartPole-v1, solved = 20-episode deterministic eval mean >= {args.target:g}, SB3 "
           f"evaluates every {args.eval_every} steps, lit_ppo every {lit_every} iterations; lit_ppo --config "
           f"{args.config} {' '.join(extra)}; SB3 RL-Zoo settings, budget {hp['total_timesteps']:,} steps; "
-          f"one torch thread; seeds {args.seeds}")
+          f"one torch thread; seeds {args.seeds}; "
+          + (f"each arm in its own virtual environment under {args.venvs}" if args.venvs else
+             "both arms in this interpreter (every package installed here importable)"))
     results = defaultdict(list)
     with tempfile.TemporaryDirectory() as tmp:
         for rep, seed in enumerate(args.seeds):
             for arm in arms[rep % len(arms):] + arms[:rep % len(arms)]:
                 cwd = Path(tmp) / f"{arm}-{seed}"
-                r = (lit_ppo_arm(args.config, seed, lit_every, args.target, cwd, extra) if arm == "lit_ppo"
-                     else sb3_arm(hp, seed, args.eval_every, args.target, cwd))
+                r = (lit_ppo_arm(pythons[arm], args.config, seed, lit_every, args.target, cwd, extra) if arm == "lit_ppo"
+                     else sb3_arm(pythons[arm], hp, seed, args.eval_every, args.target, cwd))
                 results[arm].append(r)
                 print(f"  {arm} seed {seed}: " + ", ".join(f"{k} {v if v is None else round(v, 2)}" for k, v in r.items()),
                       flush=True)
@@ -197,9 +228,9 @@ def main() -> None:
         print(f"lit_ppo/SB3: (a) {a['fit_s'] / b['fit_s']:.2f}x (target <= 0.33), (b) {a['launch_s'] / b['launch_s']:.2f}x "
               f"(target <= 0.6), start-up {a['start_s'] / b['start_s']:.2f}x")
     print(f"\nstart-up: seconds to import, in a fresh process, median of {args.startup_repeats}")
-    for name, seconds in import_times(args.startup_repeats).items():
+    for name, seconds in import_times(pythons, args.startup_repeats).items():
         print(f"  {name:<32} {seconds:6.2f} s")
-    packages, subtrees = largest_imports("lit_ppo.cli", 8)
+    packages, subtrees = largest_imports(pythons["lit_ppo"], "lit_ppo.cli", 8)
     print("largest imports of `import lit_ppo.cli`, self time summed per top-level package:")
     for package, seconds in packages:
         print(f"  {package:<32} {seconds:6.2f} s")
