@@ -140,12 +140,13 @@ HEAVY = ("torch", "torch._dynamo", "lightning.fabric", "torchmetrics", "scipy.si
 
 def venv_python(root: Path, requirement: str) -> str:
     """The interpreter of the virtual environment ``root``, made with ``pip install requirement`` if absent."""
-    python = root / "bin" / "python"
-    if not python.exists():
+    python, done = root / "bin" / "python", root / "installed.txt"
+    if not done.exists():  # absent also when an earlier install failed half-way: make it again
         print(f"time_to_solve: making {root} (pip install {requirement}) ...", flush=True)
-        subprocess.run([sys.executable, "-m", "venv", root], check=True)
+        subprocess.run([sys.executable, "-m", "venv", "--clear", root], check=True)
         subprocess.run([python, "-m", "pip", "install", "-q", "-c", REPO / "constraints" / "ci.txt", requirement],
                        check=True)
+        done.write_text(requirement + "\n")
     return str(python)
 
 
