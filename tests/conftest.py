@@ -34,6 +34,17 @@ gym.register("LitPPOTest/Counter-v0", entry_point=CounterEnv, max_episode_steps=
 gym.register("LitPPOTest/CounterEnds-v0", entry_point=CounterEnv, max_episode_steps=10, kwargs={"terminate_at": 3})
 
 
+# TensorBoard and CSV loggers at once, as a config file's `trainer.logger` list (test_callbacks, test_loggers).
+TB_AND_CSV_LOGGERS_YAML = """
+trainer:
+  logger:
+    - class_path: lightning.pytorch.loggers.TensorBoardLogger
+      init_args: {save_dir: logs, name: tb}
+    - class_path: lightning.pytorch.loggers.CSVLogger
+      init_args: {save_dir: logs, name: csv}
+"""
+
+
 def run_cli(*args, cwd, timeout=300, check=True, extra_env=None):
     """Run ``python -m lit_ppo ...`` in a fresh process, as a user would."""
     # The repository root on the path lets the CLI import test environments (tests.faulty_envs).

@@ -4,16 +4,10 @@ import re
 
 import pytest
 
+from tests.conftest import TB_AND_CSV_LOGGERS_YAML
+
 VIDEO = ["--trainer.callbacks+=lit_ppo.callbacks.EvaluationVideo", "--trainer.callbacks.max_frames", "40",
          "--trainer.callbacks.every_n_iterations", "5"]
-LOGGERS_YAML = """
-trainer:
-  logger:
-    - class_path: lightning.pytorch.loggers.TensorBoardLogger
-      init_args: {save_dir: logs, name: tb}
-    - class_path: lightning.pytorch.loggers.CSVLogger
-      init_args: {save_dir: logs, name: csv}
-"""
 
 
 @pytest.fixture(scope="module")
@@ -24,7 +18,7 @@ def video_run(tmp_path_factory):
     for name in ("imageio", "imageio_ffmpeg", "pygame", "moviepy"):
         pytest.importorskip(name)
     run_dir = tmp_path_factory.mktemp("video")
-    (run_dir / "loggers.yaml").write_text(LOGGERS_YAML)
+    (run_dir / "loggers.yaml").write_text(TB_AND_CSV_LOGGERS_YAML)
     proc = run_cli("fit", "--config", "cartpole.yaml", "--config", "loggers.yaml", "--data.total_timesteps", "2560",
                    *VIDEO, cwd=run_dir)
     return run_dir, proc

@@ -8,16 +8,12 @@ import subprocess
 import pytest
 import yaml
 
+from tests.conftest import TB_AND_CSV_LOGGERS_YAML
+
 SMALL = ["--data.total_timesteps", "2560", "--trainer.enable_progress_bar", "false", "--model.lr", "3e-4"]
 ROLLOUTS = 10  # 2560 steps / (8 envs x 32 steps)
 
-LOGGERS_YAML = """
-trainer:
-  logger:
-    - class_path: lightning.pytorch.loggers.TensorBoardLogger
-      init_args: {save_dir: logs, name: tb}
-    - class_path: lightning.pytorch.loggers.CSVLogger
-      init_args: {save_dir: logs, name: csv}
+LOGGERS_YAML = TB_AND_CSV_LOGGERS_YAML + """\
     - class_path: lightning.pytorch.loggers.MLFlowLogger
       init_args: {experiment_name: cartpole, tracking_uri: "sqlite:///mlflow.db"}
 """
