@@ -362,26 +362,25 @@ class PPOModule(L.LightningModule):
 
     # -- checkpoints ------------------------------------------------------------------------------------------
     def configure_callbacks(self):
-        self._adopt_trainer_clipping()
-        return [SaveLastOnStop()]
+        callbacks = [SaveLastOnStop()]
+        handback = self._adopt_trainer_clipping()
+        return callbacks + [handback] if handback else callbacks
 
-    def _adopt_trainer_clipping(self) -> None:
-        """Take ``Trainer(gradient_clip_val=..., gradient_clip_algorithm=...)`` as this module's clipping.
+    def _adopt_trainer_clipping(self) -> Optional[L.Callback]:
+        """Take ``Trainer(gradient_clip_val=..., gradient_clip_algorithm=...)`` as this module's clipping, and
+        return the callback that hands it back when the fit ends or raises.
 
         Lightning refuses the Trainer's clipping under manual optimization (it cannot know where the steps are);
         lit_ppo applies the same setting itself before every optimizer step (``on_before_optimizer_step``), so
         ``trainer.gradient_clip_val`` keeps its meaning. Lightning calls this hook before it checks the setting.
         """
         trainer = self.trainer
-        if trainer.state.fn == "fit" and trainer.gradient_clip_val:
-            self._grad_clip = (float(trainer.gradient_clip_val), trainer.gradient_clip_algorithm or "norm")
-            trainer.gradient_clip_val = None
-            trainer.gradient_clip_algorithm = None
-
-    def on_fit_end(self) -> None:
-        # Hand the Trainer its clipping setting back (a later fit of another module reads it again).
-        if self._grad_clip[0] is not None:
-            self.trainer.gradient_clip_val, self.trainer.gradient_clip_algorithm = self._grad_clip
+        if trainer.state.fn != "fit" or not trainer.gradient_clip_val:
+            return None
+        setting = (trainer.gradient_clip_val, trainer.gradient_clip_algorithm)
+        self._grad_clip = (float(setting[0]), setting[1] or "norm")
+        trainer.gradient_clip_val = trainer.gradient_clip_algorithm = None
+        return _HandBackClipping(setting)
 
     def on_load_checkpoint(self, checkpoint: dict[str, Any]) -> None:
         # Runs before the weights are loaded: a mismatch is named here instead of as a state_dict size error.
@@ -422,3 +421,20 @@ class PPOModule(L.LightningModule):
     def predict_step(self, batch: dict[str, Tensor], batch_idx: int) -> dict[str, Tensor]:
         """The episodes' returns and lengths (played by the predict loader), for a prediction writer."""
         return batch
+
+
+class _HandBackClipping(L.Callback):
+    """Gives the Trainer back the clipping setting a PPOModule took over for one fit, when the fit ends and also
+    when it raises: a later fit with the same Trainer (a notebook retrying, another module) reads it again."""
+
+    def __init__(self, setting: tuple[Any, Any]) -> None:
+        self.setting = setting
+
+    def _hand_back(self, trainer: "L.Trainer") -> None:
+        trainer.gradient_clip_val, trainer.gradient_clip_algorithm = self.setting
+
+    def on_fit_end(self, trainer: "L.Trainer", pl_module: "L.LightningModule") -> None:
+        self._hand_back(trainer)
+
+    def on_exception(self, trainer: "L.Trainer", pl_module: "L.LightningModule", exception: BaseException) -> None:
+        self._hand_back(trainer)

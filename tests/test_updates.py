@@ -63,6 +63,28 @@ def test_trainer_gradient_clip_val_clips_every_update(tmp_path, clip):
     assert trainer.gradient_clip_val == clip  # handed back to the Trainer after fit
 
 
+def test_the_trainer_gets_its_clipping_back_when_fit_raises(tmp_path):
+    class FailsInSecondRollout(Recording):
+        def training_step(self, batch, batch_idx):
+            if self.current_epoch == 1:
+                raise RuntimeError("simulated failure")
+            return super().training_step(batch, batch_idx)
+
+    def data():
+        return PPODataModule("CartPole-v1", num_envs=4, num_steps=16, total_timesteps=64 * ITERATIONS,
+                             minibatch_size=64, seed=0)
+
+    dm = data()
+    trainer = L.Trainer(max_epochs=-1, logger=False, enable_checkpointing=False, enable_progress_bar=False,
+                        enable_model_summary=False, default_root_dir=tmp_path, gradient_clip_val=0.5)
+    with pytest.raises(RuntimeError, match="simulated failure"):
+        trainer.fit(FailsInSecondRollout(env_spec=dm.env_spec, hidden_sizes=[16]), dm)
+    assert (trainer.gradient_clip_val, trainer.gradient_clip_algorithm) == (0.5, None)  # as it was given
+    retry = Recording(env_spec=dm.env_spec, hidden_sizes=[16], lr=0.01)  # the same Trainer fits again, clipping
+    trainer.fit(retry, data())
+    assert retry.norms and all(after <= 0.5 * (1 + 1e-4) for _, after in retry.norms)
+
+
 def test_without_clipping_norms_are_untouched(tmp_path):
     model, _ = _fit(tmp_path)
     assert all(before == after for before, after in model.norms)
