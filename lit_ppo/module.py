@@ -375,7 +375,10 @@ class PPOModule(L.LightningModule):
         ``trainer.gradient_clip_val`` keeps its meaning. Lightning calls this hook before it checks the setting.
         """
         trainer = self.trainer
-        if trainer.state.fn != "fit" or not trainer.gradient_clip_val:
+        if trainer.state.fn != "fit":
+            return None
+        if not trainer.gradient_clip_val:  # this fit clips nothing, whatever an earlier Trainer asked
+            self._grad_clip = (None, None)
             return None
         setting = (trainer.gradient_clip_val, trainer.gradient_clip_algorithm)
         self._grad_clip = (float(setting[0]), setting[1] or "norm")

@@ -63,7 +63,7 @@ def test_trainer_gradient_clip_val_clips_every_update(tmp_path, clip):
     assert trainer.gradient_clip_val == clip  # handed back to the Trainer after fit
 
 
-def test_the_trainer_gets_its_clipping_back_when_fit_raises(tmp_path):
+def test_clipping_is_each_fits_trainer_setting_also_after_a_fit_raised(tmp_path):
     class FailsInSecondRollout(Recording):
         def training_step(self, batch, batch_idx):
             if self.current_epoch == 1:
@@ -83,6 +83,10 @@ def test_the_trainer_gets_its_clipping_back_when_fit_raises(tmp_path):
     retry = Recording(env_spec=dm.env_spec, hidden_sizes=[16], lr=0.01)  # the same Trainer fits again, clipping
     trainer.fit(retry, data())
     assert retry.norms and all(after <= 0.5 * (1 + 1e-4) for _, after in retry.norms)
+    retry.norms.clear()  # and a Trainer without clipping does not inherit it through the module
+    L.Trainer(max_epochs=-1, logger=False, enable_checkpointing=False, enable_progress_bar=False,
+              enable_model_summary=False, default_root_dir=tmp_path).fit(retry, data())
+    assert retry.norms and all(before == after for before, after in retry.norms)
 
 
 def test_without_clipping_norms_are_untouched(tmp_path):
