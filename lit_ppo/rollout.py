@@ -139,10 +139,11 @@ class RolloutCollector:
                 self.final_values[step, idx] = policy.value(final_obs)
             if "_episode" in info:
                 done_idx = np.flatnonzero(info["_episode"])
-                stats.episode_returns += info["episode"]["r"][done_idx].tolist()
-                stats.episode_lengths += info["episode"]["l"][done_idx].tolist()
-                self.recent_returns.extend(info["episode"]["r"][done_idx].tolist())
-                self.recent_lengths.extend(info["episode"]["l"][done_idx].tolist())
+                returns, lengths = (info["episode"][key][done_idx].tolist() for key in ("r", "l"))
+                stats.episode_returns += returns
+                stats.episode_lengths += lengths
+                self.recent_returns.extend(returns)
+                self.recent_lengths.extend(lengths)
             self.next_obs = observations_to_tensor(obs, self.obs_space)
             stats.act_ms += (time.perf_counter() - t2 + t1 - t0) * 1e3
             stats.env_ms += (t2 - t1) * 1e3
