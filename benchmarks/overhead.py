@@ -16,7 +16,7 @@ import yaml
 
 from lit_ppo.cli import _shipped
 from lit_ppo.data import PPODataModule
-from lit_ppo.module import PPOModule
+from lit_ppo.module import PPOModule, clip_grad_norm
 
 
 def _build(config: dict, total_timesteps: int, seed: int):
@@ -40,11 +40,12 @@ def run_lightning(config: dict, total_timesteps: int, seed: int) -> tuple[float,
 
 def run_plain(config: dict, total_timesteps: int, seed: int) -> tuple[float, int]:
     """The same PPO update in a plain PyTorch loop over the same RolloutDataset: the module's own minibatch
-    preparation and loss code, torch's backward, clipping and optimizer step, no Trainer."""
+    preparation, loss code and clipping, torch's backward and optimizer step, no Trainer."""
     dm, model = _build(config, total_timesteps, seed)
     hp = model.hparams
     clip = config.get("trainer", {}).get("gradient_clip_val")
     optimizer = model.build_optimizer()
+    params = list(model.parameters())
     iterations = total_timesteps // (dm.hparams.num_envs * dm.hparams.num_steps)
     dataset = dm.build_rollout_dataset(model.acting_policy)  # the same acting as in the Trainer
     steps = 0
@@ -68,7 +69,7 @@ def run_plain(config: dict, total_timesteps: int, seed: int) -> tuple[float, int
                 optimizer.zero_grad(set_to_none=True)
                 loss.backward()
                 if clip:
-                    torch.nn.utils.clip_grad_norm_(model.parameters(), clip)
+                    clip_grad_norm(params, clip)
                 optimizer.step()
                 steps += 1
         model._loss_sums.tolist()  # the per-rollout read-out the Lightning arm logs

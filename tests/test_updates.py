@@ -6,6 +6,7 @@ import pytest
 import torch
 
 from lit_ppo import PPODataModule, PPOModule
+from lit_ppo.module import clip_grad_norm
 
 ITERATIONS, EPOCHS, MINIBATCHES = 3, 2, 4
 
@@ -115,13 +116,37 @@ class CountsBackward(L.Callback):
         self.calls += 1
 
 
-def test_backward_hooks_still_run_when_a_callback_has_them(tmp_path):
-    # Without backward hooks anywhere, one process and full precision, the loop calls loss.backward() itself
-    # (manual_backward would only add hook dispatch); a callback with a backward hook gets Lightning's path.
-    model, _ = _fit(tmp_path)
-    assert model._plain_backward
-    counter = CountsBackward()
-    model, trainer = _fit(tmp_path, callbacks=[counter])
-    assert not model._plain_backward and counter.calls == trainer.global_step == ITERATIONS * EPOCHS * MINIBATCHES
-    model, _ = _fit(tmp_path, precision="bf16-mixed")
-    assert not model._plain_backward
+class CountsOptimizerSteps(CountsBackward):
+    on_after_backward = L.Callback.on_after_backward  # this one hooks the optimizer step only
+
+    def on_before_optimizer_step(self, trainer, pl_module, optimizer):
+        self.calls += 1
+
+
+@pytest.mark.parametrize("counter", [CountsBackward, CountsOptimizerSteps])
+def test_hooked_updates_take_lightnings_path_with_the_same_result(tmp_path, counter):
+    # Without hooks around backward or the optimizer step, one process and full precision, the loop calls
+    # loss.backward(), the module's on_before_optimizer_step and the torch step itself (Lightning would only add
+    # dispatch). A callback with such a hook gets Lightning's path: every hook runs, and the training is the same.
+    plain, plain_trainer = _fit(tmp_path, gradient_clip_val=0.05)
+    assert plain._plain_update and plain_trainer.global_step == ITERATIONS * EPOCHS * MINIBATCHES
+    hooks = counter()
+    hooked, trainer = _fit(tmp_path, gradient_clip_val=0.05, callbacks=[hooks])
+    assert not hooked._plain_update and hooks.calls == trainer.global_step == ITERATIONS * EPOCHS * MINIBATCHES
+    assert hooked.norms == plain.norms  # the same clipping, step for step
+    for a, b in zip(plain.parameters(), hooked.parameters()):
+        assert torch.equal(a, b)
+    mixed, _ = _fit(tmp_path, precision="bf16-mixed")
+    assert not mixed._plain_update
+
+
+def test_clip_grad_norm_scales_by_max_norm_over_the_total_norm():
+    a, b = torch.zeros(1, requires_grad=True), torch.zeros(1, requires_grad=True)
+    a.grad, b.grad = torch.tensor([3.0]), torch.tensor([4.0])  # total norm 5
+    clip_grad_norm([a, b], 1.0)
+    assert (float(a.grad), float(b.grad)) == pytest.approx((0.6, 0.8), rel=1e-5)
+    clip_grad_norm([a, b], 2.0)  # under the limit: unchanged
+    assert (float(a.grad), float(b.grad)) == pytest.approx((0.6, 0.8), rel=1e-5)
+    c = torch.zeros(2, requires_grad=True)  # a parameter without a gradient is skipped
+    clip_grad_norm([a, c], 0.3)
+    assert float(a.grad) == pytest.approx(0.3, rel=1e-5) and c.grad is None
