@@ -125,9 +125,9 @@ class CountsOptimizerSteps(CountsBackward):
 
 @pytest.mark.parametrize("counter", [CountsBackward, CountsOptimizerSteps])
 def test_hooked_updates_take_lightnings_path_with_the_same_result(tmp_path, counter):
-    # Without hooks around backward or the optimizer step, one process and full precision, the loop calls
-    # loss.backward(), the module's on_before_optimizer_step and the torch step itself (Lightning would only add
-    # dispatch). A callback with such a hook gets Lightning's path: every hook runs, and the training is the same.
+    # Without hooks around backward or the optimizer step, one process, full precision and no profiler, the loop
+    # calls loss.backward(), the module's on_before_optimizer_step and the torch step itself (Lightning would only
+    # add dispatch). A callback with such a hook gets Lightning's path: every hook runs, and the training is the same.
     plain, plain_trainer = _fit(tmp_path, gradient_clip_val=0.05)
     assert plain._plain_update and plain_trainer.global_step == ITERATIONS * EPOCHS * MINIBATCHES
     hooks = counter()
@@ -138,6 +138,8 @@ def test_hooked_updates_take_lightnings_path_with_the_same_result(tmp_path, coun
         assert torch.equal(a, b)
     mixed, _ = _fit(tmp_path, precision="bf16-mixed")
     assert not mixed._plain_update
+    profiled, _ = _fit(tmp_path, profiler="simple")  # a profiler gets every hook it would time
+    assert not profiled._plain_update
 
 
 def test_clip_grad_norm_scales_by_max_norm_over_the_total_norm():
