@@ -5,8 +5,9 @@ with manual optimization (``manual_backward`` and the Lightning optimizer's ``st
 strategies and optimizer hooks still apply). PPO takes ~20 tiny optimizer steps per rollout, and Lightning's
 per-batch loop costs about as much as one of them: running it once per rollout instead of once per minibatch
 is what keeps the Trainer within a few percent of a plain loop. Where nothing would use Lightning's dispatch
-around backward and the optimizer step (see ``_update_is_plain``), the loop makes those calls itself. Diagnostics are summed on the device and logged
-once per rollout, at epoch end, so no step waits on a host-device sync or a logger write.
+around backward and the optimizer step (see ``_update_is_plain``), the loop makes those calls itself.
+Diagnostics are summed on the device and logged once per rollout, at epoch end, so no step waits on a
+host-device sync or a logger write.
 """
 
 import time
@@ -15,8 +16,8 @@ from typing import Any, Optional
 
 import lightning as L
 from lightning.fabric.utilities.apply_func import move_data_to_device
-from lightning.pytorch.plugins.precision import Precision
 from lightning.pytorch.core.optimizer import LightningOptimizer
+from lightning.pytorch.plugins.precision import Precision
 from lightning.pytorch.profilers import PassThroughProfiler
 from lightning.pytorch.strategies import SingleDeviceStrategy
 from lightning.pytorch.utilities import rank_zero_info
