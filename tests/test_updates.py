@@ -136,7 +136,10 @@ def test_hooked_updates_take_lightnings_path_with_the_same_result(tmp_path, coun
     assert hooked.norms == plain.norms  # the same clipping, step for step
     for a, b in zip(plain.parameters(), hooked.parameters()):
         assert torch.equal(a, b)
-    mixed, _ = _fit(tmp_path, precision="bf16-mixed")
+
+
+def test_mixed_precision_and_profilers_take_lightnings_path(tmp_path):
+    mixed, _ = _fit(tmp_path, precision="bf16-mixed")  # loss scaling / unscaling belong to the precision plugin
     assert not mixed._plain_update
     profiled, _ = _fit(tmp_path, profiler="simple")  # a profiler gets every hook it would time
     assert not profiled._plain_update
