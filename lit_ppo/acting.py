@@ -1,7 +1,11 @@
-"""Where and how the rollout's policy runs. Environments always step on the CPU; the policy that acts for them
-is either a CPU copy of the learner's network (refreshed once per rollout) or the learner's network itself on
-its accelerator (one observation upload and one action download per step), chosen by ``actor_device``. On the
-CPU, acting goes through :class:`FusedActing`: actor and critic in one pass.
+"""Where the rollout's policy runs. Environments always step on the CPU; the policy that acts for them is, by
+``actor_device``:
+
+- ``cpu``: the learner's network itself when it is on the CPU, else a CPU copy of it that this module owns,
+  refreshed from the learner's weights once per rollout;
+- ``learner`` (or ``cuda``): the learner's network on its accelerator, one observation upload and one action
+  download per step;
+- ``auto``: measured once, at the first rollout, on its observations (the decision and both timings are logged).
 """
 
 import copy
@@ -10,85 +14,106 @@ import time
 from typing import Optional
 
 import torch
-import torch.nn.functional as F
-from torch import Tensor, nn
+from lightning.pytorch.utilities import rank_zero_info
+from torch import Tensor
 
+from lit_ppo.errors import ConfigError
 from lit_ppo.networks import ActorCritic
 
 ACTOR_DEVICES = ("cpu", "auto", "learner", "cuda")
+
+
+def _device(policy: ActorCritic) -> torch.device:
+    return next(policy.parameters()).device
 
 
 class DeviceActor:
     """Acts with the learner's network on its device; sampling stays on the CPU with the rollout's generator,
     so the random stream is the same wherever the network runs."""
 
-    def __init__(self, policy: ActorCritic, device: torch.device) -> None:
-        self.policy, self.device = policy, device
+    def __init__(self, policy: ActorCritic) -> None:
+        self.policy = policy
 
     def act(
         self, obs: Tensor, generator: Optional[torch.Generator] = None, deterministic: bool = False
     ) -> tuple[Tensor, Tensor, Tensor]:
-        params, value = self.policy(obs.to(self.device, non_blocking=True))
+        params, value = self.policy(obs.to(_device(self.policy), non_blocking=True))
         params, value = params.cpu(), value.cpu()
         return (*self.policy.head.choose(params, generator, deterministic), value)
 
     def value(self, obs: Tensor) -> Tensor:
-        return self.policy.value(obs.to(self.device, non_blocking=True)).cpu()
+        return self.policy.value(obs.to(_device(self.policy), non_blocking=True)).cpu()
 
     def scale_rewards(self, *tensors: Optional[Tensor]) -> Tensor:
-        moved = [t.to(self.device) if t is not None else None for t in tensors]
+        moved = [t.to(_device(self.policy)) if t is not None else None for t in tensors]
         return self.policy.scale_rewards(*moved).cpu()
 
 
-class FusedActing:
-    """Acts with ``policy``'s current weights, running actor and critic as one network: their first layers
-    stacked, the later ones block-diagonal, so each layer is one matrix product instead of two.
+class Actor:
+    """The acting side of one process: given the learner's policy once, it returns, at each rollout, the policy
+    to act with (:meth:`for_rollout`), holding the latest weights.
 
-    At acting batch sizes (a rollout's ``num_envs``) a small MLP layer's call costs more than its arithmetic:
-    a batch of 8 CartPole observations acts in ~27 us instead of ~45 us. Above ``MAX_BATCH`` the block-diagonal
-    layers' wasted multiplications by zero cost more than the calls saved, so larger batches use the policy
-    itself. Built once per rollout from the weights of the latest update; the results equal the policy's up to
-    float rounding (sums of the same products, in another order).
+    Args:
+        policy: the learner's :class:`ActorCritic` (wherever the Trainer puts it; its parameters are read, never
+            written).
+        placement: one of :data:`ACTOR_DEVICES`.
     """
 
-    MAX_BATCH = 64
+    def __init__(self, policy: ActorCritic, placement: str = "cpu") -> None:
+        if placement not in ACTOR_DEVICES:
+            raise ConfigError(f"model.actor_device: must be one of {ACTOR_DEVICES}, got {placement!r}.")
+        self.policy, self.placement = policy, placement
+        self.copy: Optional[ActorCritic] = None  # the CPU copy, made at the first rollout that needs one
+        self.decided: Optional[str] = None if placement == "auto" else ("cpu" if placement == "cpu" else "learner")
+        self.measured: dict[str, float] = {}  # actor_device=auto's timings, handed out once
 
-    def __init__(self, policy: ActorCritic) -> None:
-        self.policy = policy
-        actor = [layer for layer in policy.actor if isinstance(layer, nn.Linear)]
-        critic = [layer for layer in policy.critic if isinstance(layer, nn.Linear)]
-        with torch.no_grad():
-            self.weights = [torch.cat([actor[0].weight, critic[0].weight])]
-            self.weights += [torch.block_diag(a.weight, c.weight) for a, c in zip(actor[1:], critic[1:])]
-            self.biases = [torch.cat([a.bias, c.bias]) for a, c in zip(actor, critic)]
-        self.num_params = actor[-1].out_features
+    def check_placement(self) -> None:
+        device = _device(self.policy)
+        if self.placement == "cuda" and device.type != "cuda":  # also caught before the Trainer runs, by the CLI
+            raise ConfigError(
+                f"model.actor_device: 'cuda' needs a CUDA learner, but the Trainer put the learner on {device} "
+                f"(CUDA available: {torch.cuda.is_available()}). Use 'cpu' or 'auto', or --trainer.accelerator gpu."
+            )
 
-    def __call__(self, obs: Tensor) -> tuple[Tensor, Tensor]:
-        """Distribution parameters and values, as ``ActorCritic.forward``."""
-        if obs.shape[0] > self.MAX_BATCH:
-            return self.policy(obs)
-        x = self.policy.encoder(obs)
-        last = len(self.weights) - 1
-        for i, (weight, bias) in enumerate(zip(self.weights, self.biases)):
-            x = F.linear(x, weight, bias)
-            x = torch.tanh(x) if i < last else x
-        params, value = x[:, : self.num_params].float(), x[:, self.num_params].float()
-        if self.policy.log_std is not None:
-            params = torch.cat([params, self.policy.log_std.float().expand_as(params)], -1)
-        return params, value
+    def for_rollout(self, sample_obs: Tensor):
+        """What acts for the next rollout (an object with ``act``, ``value`` and ``scale_rewards``)."""
+        self.check_placement()
+        if _device(self.policy).type == "cpu":
+            return self.policy
+        if self.decided is None:
+            self.decided = self._measure(sample_obs)
+        if self.decided == "learner":
+            return DeviceActor(self.policy)
+        self.copy = cpu_copy(self.policy, self.copy)
+        return self.copy
 
-    def act(
-        self, obs: Tensor, generator: Optional[torch.Generator] = None, deterministic: bool = False
-    ) -> tuple[Tensor, Tensor, Tensor]:
-        """As :meth:`ActorCritic.act`."""
-        params, value = self(obs)
-        return (*self.policy.head.choose(params, generator, deterministic), value)
+    def for_evaluation(self):
+        """What plays evaluation episodes: as :meth:`for_rollout`, where ``auto`` not yet measured means the CPU."""
+        self.check_placement()
+        if _device(self.policy).type == "cpu":
+            return self.policy
+        if self.decided == "learner":
+            return DeviceActor(self.policy)
+        self.copy = cpu_copy(self.policy, self.copy)
+        return self.copy
 
-    def value(self, obs: Tensor) -> Tensor:
-        return self.policy.value(obs)
+    def take_measurements(self) -> dict[str, float]:
+        """actor_device=auto's timings (microseconds) the first time they exist, then nothing."""
+        measured, self.measured = self.measured, {}
+        return measured
 
-    def scale_rewards(self, *tensors: Optional[Tensor]) -> Tensor:
-        return self.policy.scale_rewards(*tensors)
+    def _measure(self, sample_obs: Tensor) -> str:
+        device = _device(self.policy)
+        cpu_s = time_acting(cpu_copy(self.policy, None), sample_obs)
+        dev_s = time_acting(DeviceActor(self.policy), sample_obs)
+        decision = "cpu" if cpu_s <= dev_s else "learner"
+        rank_zero_info(
+            f"lit_ppo: actor_device=auto: acting on a batch of {sample_obs.shape[0]} takes {cpu_s * 1e6:.0f} us on the "
+            f"CPU and {dev_s * 1e6:.0f} us on {device} (transfers included): acting on "
+            f"{'the CPU' if decision == 'cpu' else device}."
+        )
+        self.measured = {"act_cpu_us": cpu_s * 1e6, "act_learner_us": dev_s * 1e6}
+        return decision
 
 
 def cpu_copy(policy: ActorCritic, cached: Optional[ActorCritic]) -> ActorCritic:
@@ -109,11 +134,3 @@ def time_acting(policy, obs: Tensor, repeats: int = 30) -> float:
         policy.act(obs, generator)
         times.append(time.perf_counter() - start)
     return statistics.median(times[3:])
-
-
-def choose_actor_device(policy: ActorCritic, device: torch.device, sample_obs: Tensor) -> tuple[str, float, float]:
-    """Measure acting at the rollout's batch size on a CPU copy and on ``device`` (transfers included);
-    returns ("cpu" or "learner", cpu seconds, device seconds)."""
-    cpu_seconds = time_acting(cpu_copy(policy, None), sample_obs)
-    device_seconds = time_acting(DeviceActor(policy, device), sample_obs)
-    return ("cpu" if cpu_seconds <= device_seconds else "learner"), cpu_seconds, device_seconds

@@ -56,13 +56,14 @@ def check_compatible(saved: dict[str, Any], current: dict[str, Any], path: str =
     """Compare a checkpoint's model hyperparameters with this run's and name every mismatch of shape."""
     problems = []
     saved_spec, spec = saved.get("env_spec") or {}, current.get("env_spec") or {}
-    for key, label in (("env_id", "environment"), ("observation_shape", "observation shape"),
-                       ("action", "action space")):
-        if key in saved_spec and saved_spec.get(key) != spec.get(key):
+    for key, label in (("env_id", "environment"), ("observation", "observation space"), ("action", "action space")):
+        if saved_spec.get(key) != spec.get(key):
             problems.append(f"{label}: checkpoint {saved_spec.get(key)!r}, this run {spec.get(key)!r}")
-    if "hidden_sizes" in saved and list(saved["hidden_sizes"]) != list(current.get("hidden_sizes", [])):
-        problems.append(f"hidden sizes (model.hidden_sizes): checkpoint {list(saved['hidden_sizes'])}, "
-                        f"this run {list(current.get('hidden_sizes', []))}")
+    for key in ("hidden_sizes", "encoder", "activation", "network"):
+        was, now = saved.get(key), current.get(key)
+        was, now = (list(v) if isinstance(v, (list, tuple)) else v for v in (was, now))
+        if was != now:
+            problems.append(f"model.{key}: checkpoint {was!r}, this run {now!r}")
     if problems:
         raise CheckpointError(f"ckpt_path: {path} does not fit this run: " + "; ".join(problems)
                               + ". Use the config the checkpoint was trained with (its config.yaml is next to the "

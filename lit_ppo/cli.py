@@ -22,9 +22,9 @@ CONFIG_DIR = Path(__file__).parent / "configs"
 # Commands beside LightningCLI's fit/validate/test/predict: name -> "module:function", imported only when
 # used so that optional dependencies stay out of the training import path. Each function takes argv[2:].
 TOOL_COMMANDS: dict[str, str] = {
-    "plot": "lit_ppo.plot:main",
-    "export": "lit_ppo.export:main",
-    "profile": "lit_ppo.profile:main",
+    "plot": "lit_ppo.tools.plot:main",
+    "export": "lit_ppo.tools.export:main",
+    "profile": "lit_ppo.tools.profile:main",
 }
 
 
@@ -87,10 +87,14 @@ class PPOCLI(LightningCLI):
     # LightningCLI calls before_<subcommand>() after instantiating everything, before the Trainer runs.
     before_fit = before_validate = before_test = before_predict = _check_placement
 
-    def _instantiate_trainer(self, config, callbacks):
+    def instantiate_trainer(self, **kwargs):
         # lit_ppo's progress bar (environment steps) and predict's CSV writer, where the config has none.
-        callbacks = [*callbacks, *default_callbacks(self.subcommand, config, callbacks)]
-        return super()._instantiate_trainer(config, callbacks)
+        config = self.config_init.get(self.subcommand, self.config_init) if self.subcommand else self.config_init
+        trainer_config = config.get("trainer") or {}
+        configured = trainer_config.get("callbacks") or []
+        configured = list(configured) if isinstance(configured, list) else [configured]
+        added = default_callbacks(self.subcommand, trainer_config, configured)
+        return super().instantiate_trainer(**{"callbacks": configured + added, **kwargs})
 
 
 def resolve_config_paths(args: list[str]) -> list[str]:

@@ -1,12 +1,15 @@
 """The rollout stream: an ``IterableDataset`` that plays the envs on the CPU, wrapped in a ``LightningDataModule``.
 
 How PPO maps onto Lightning: **one Lightning epoch = one rollout = one Lightning step.** Each ``__iter__``
-collects one rollout of ``num_envs x num_steps`` steps with the latest weights and yields it once, whole, with
-the minibatch order of its ``update_epochs`` shuffled passes; the module's ``training_step`` then takes one
-optimizer step per minibatch (manual optimization). The rollout crosses to the learner's device once, and
-Lightning's per-batch machinery runs once per rollout instead of once per minibatch. ``__len__`` is 1, so
-Lightning never prefetches the next rollout before this one's updates are done. The budget ``total_timesteps``
-becomes the Trainer's ``max_epochs`` (iterations), counting the steps of every rank.
+collects one rollout of ``num_envs x num_steps`` steps with the latest weights and yields it once, whole, as a
+:class:`lit_ppo.batch.Rollout` with the minibatch order of its ``update_epochs`` shuffled passes; the module's
+``training_step`` then takes one optimizer step per minibatch (manual optimization). The rollout crosses to the
+learner's device once, and Lightning's per-batch machinery runs once per rollout instead of once per minibatch.
+``__len__`` is 1, so Lightning never prefetches the next rollout before this one's updates are done.
+
+The data module acts with the policy it is given once (:meth:`PPODataModule.set_policy`, which ``PPOModule``
+calls in its ``setup``) and owns the budget: each rollout says how much of ``total_timesteps`` was done before it
+and whether it is the last one.
 """
 
 import os
@@ -16,39 +19,36 @@ from typing import Any, Optional, Union
 
 import lightning as L
 import torch
+from lightning.pytorch.utilities import rank_zero_warn
 from torch import Tensor
 from torch.utils.data import DataLoader, IterableDataset
 
-from lightning.pytorch.utilities import rank_zero_warn
-
+from lit_ppo.acting import Actor
+from lit_ppo.batch import Rollout
 from lit_ppo.checkpointing import global_rng_states, set_global_rng_states
 from lit_ppo.envs import VECTORIZATION_MODES, describe_spaces, make_evaluation_env, make_vector_env
-from lit_ppo.errors import require
+from lit_ppo.errors import ConfigError, require
 from lit_ppo.evaluation import evaluate_policy
-from lit_ppo.losses import explained_variance
-from lit_ppo.networks import ActorCritic
-from lit_ppo.rollout import RolloutCollector, RolloutStats
+from lit_ppo.rollout import RolloutCollector
 
 
 class RolloutDataset(IterableDataset):
-    """Yields one fresh rollout per iteration with its minibatch order (see the module docstring).
+    """Yields one fresh :class:`lit_ppo.batch.Rollout` per iteration (see the module docstring).
 
-    An item is ``{"rollout": {key: [T * N, ...] tensor}, "minibatch_indices": [update_epochs, minibatches,
-    minibatch_size] long tensor}``: row ``e, m`` of the indices picks the samples of minibatch ``m`` of pass ``e``.
+    Args:
+        collector: plays this process's environments.
+        actor: gives the policy to act with at each rollout (:class:`lit_ppo.acting.Actor`).
+        update_epochs, minibatch_size: the update's passes and minibatch size, for ``minibatch_indices``.
+        steps_per_iteration: environment steps of one rollout of all processes together.
+        num_iterations: rollouts in the budget.
     """
 
-    def __init__(
-        self,
-        collector: RolloutCollector,
-        acting_policy: Callable[[], ActorCritic],
-        update_epochs: int,
-        minibatch_size: int,
-    ) -> None:
-        self.collector, self.acting_policy = collector, acting_policy
+    def __init__(self, collector: RolloutCollector, actor: Actor, update_epochs: int, minibatch_size: int,
+                 steps_per_iteration: int, num_iterations: int) -> None:
+        self.collector, self.actor = collector, actor
         self.update_epochs, self.minibatch_size = update_epochs, minibatch_size
+        self.steps_per_iteration, self.num_iterations = steps_per_iteration, num_iterations
         self.rollout_size = collector.num_steps * collector.num_envs
-        self.last_stats: Optional[RolloutStats] = None
-        self.last_explained_variance = float("nan")
 
     def __len__(self) -> int:
         return 1
@@ -59,21 +59,26 @@ class RolloutDataset(IterableDataset):
                   for _ in range(self.update_epochs)]
         return torch.stack(orders).view(self.update_epochs, -1, self.minibatch_size)
 
-    def __iter__(self) -> Iterator[dict[str, Any]]:
+    def __iter__(self) -> Iterator[Rollout]:
+        done_before = self.collector.iterations
         t0 = time.perf_counter()
-        policy = self.acting_policy()
-        t1 = time.perf_counter()
-        data, self.last_stats = self.collector.collect(policy)
-        self.last_stats.sync_ms = (t1 - t0) * 1e3
-        self.last_stats.collect_ms = (time.perf_counter() - t1) * 1e3
-        self.last_explained_variance = explained_variance(data["values"], data["returns"])
-        yield {"rollout": data, "minibatch_indices": self.minibatch_indices()}
+        policy = self.actor.for_rollout(self.collector.next_obs)
+        sync_ms = (time.perf_counter() - t0) * 1e3
+        data = self.collector.collect(policy)
+        data["timings"].update(sync_ms=sync_ms, **self.actor.take_measurements())
+        yield Rollout(
+            **data,
+            minibatch_indices=self.minibatch_indices(),
+            env_steps=(done_before + 1) * self.steps_per_iteration,
+            budget_fraction=done_before / max(self.num_iterations, 1),
+            final=done_before + 1 >= self.num_iterations,
+        )
 
 
 class EvaluationDataset(IterableDataset):
     """One item: the returns and lengths of ``episodes`` deterministic episodes on fresh environments."""
 
-    def __init__(self, make_envs: Callable[[], Any], acting_policy: Callable[[], ActorCritic], episodes: int, seed: int):
+    def __init__(self, make_envs: Callable[[], Any], acting_policy: Callable[[], Any], episodes: int, seed: int):
         self.make_envs, self.acting_policy, self.episodes, self.seed = make_envs, acting_policy, episodes, seed
 
     def __len__(self) -> int:
@@ -154,7 +159,13 @@ class PPODataModule(L.LightningDataModule):
         self.env_spec = describe_spaces(env_id, env_kwargs, wrappers)
         self.env_spec.update(normalize_obs=normalize_obs, normalize_reward=normalize_reward)
         self.train_dataset: Optional[RolloutDataset] = None
+        self.actor: Optional[Actor] = None
         self._resume_state: Optional[dict[str, Any]] = None
+
+    def set_policy(self, policy: torch.nn.Module, actor_device: str = "cpu") -> None:
+        """The policy to act with (rollouts and evaluation), given once; its weights are read at each rollout.
+        ``PPOModule.setup`` calls this; ``actor_device`` is :class:`lit_ppo.acting.Actor`'s placement."""
+        self.actor = Actor(policy, actor_device)
 
     # -- sizes derived once, at start-up --------------------------------------------------------------------
     @property
@@ -172,6 +183,7 @@ class PPODataModule(L.LightningDataModule):
 
     @property
     def num_iterations(self) -> int:
+        """Rollouts in the budget ``total_timesteps``."""
         return self.hparams.total_timesteps // self.steps_per_iteration
 
     @property
@@ -189,21 +201,25 @@ class PPODataModule(L.LightningDataModule):
             f"{self.hparams.total_timesteps} is less than one iteration "
             f"(num_envs * num_steps * world_size = {self.steps_per_iteration} steps).",
         )
-        # The budget is the epoch limit; an explicit, smaller trainer.max_epochs still wins.
-        fit_loop = self.trainer.fit_loop
-        if fit_loop.max_epochs is None or fit_loop.max_epochs < 0 or fit_loop.max_epochs > self.num_iterations:
-            fit_loop.max_epochs = self.num_iterations
+        max_epochs = self.trainer.max_epochs
+        if max_epochs is not None and 0 <= max_epochs < self.num_iterations:
+            rank_zero_warn(f"lit_ppo: trainer.max_epochs={max_epochs} stops training after {max_epochs} iterations, "
+                           f"before the budget data.total_timesteps={self.hparams.total_timesteps} "
+                           f"({self.num_iterations} iterations); use max_epochs=-1 to train to the budget.")
 
     # -- loaders -----------------------------------------------------------------------------------------------
-    def _acting_policy(self) -> ActorCritic:
-        return self.trainer.lightning_module.acting_policy()
+    def _require_actor(self) -> Actor:
+        if self.actor is None:
+            raise ConfigError("PPODataModule has no policy to act with: fit it with a PPOModule (which hands over "
+                              "its policy in setup) or call datamodule.set_policy(policy) first.")
+        return self.actor
 
     def _pin_memory(self) -> bool:
         # Page-locked host memory lets the once-per-rollout copy to a CUDA learner run asynchronously.
         return self.trainer is not None and self.trainer.strategy.root_device.type == "cuda"
 
-    def build_rollout_dataset(self, acting_policy: Callable[[], ActorCritic], rank: int = 0) -> RolloutDataset:
-        """The rollout stream of rank ``rank``, acting with whatever ``acting_policy()`` returns."""
+    def build_rollout_dataset(self, actor: Actor, rank: int = 0) -> RolloutDataset:
+        """The rollout stream of rank ``rank``, acting with what ``actor`` gives."""
         hp = self.hparams
         seed = self.base_seed + rank * hp.num_envs
         envs = make_vector_env(hp.env_id, hp.num_envs, hp.vectorization, hp.env_kwargs, hp.wrappers)
@@ -212,11 +228,12 @@ class PPODataModule(L.LightningDataModule):
             envs, hp.num_steps, hp.gamma, hp.gae_lambda, seed, generator, env_id=hp.env_id, rank=rank,
             normalize_reward=hp.normalize_reward,
         )
-        return RolloutDataset(collector, acting_policy, hp.update_epochs, hp.minibatch_size)
+        return RolloutDataset(collector, actor, hp.update_epochs, hp.minibatch_size, self.steps_per_iteration,
+                              self.num_iterations)
 
     def train_dataloader(self) -> DataLoader:
         if self.train_dataset is None:
-            self.train_dataset = self.build_rollout_dataset(self._acting_policy, self.rank)
+            self.train_dataset = self.build_rollout_dataset(self._require_actor(), self.rank)
             if self._resume_state is not None:
                 self._restore_collector(self._resume_state)
                 self._resume_state = None
@@ -233,7 +250,7 @@ class PPODataModule(L.LightningDataModule):
             # The environment's native vector env where it has one (faster), else the sync one training uses.
             return make_evaluation_env(hp.env_id, hp.eval_episodes, hp.env_kwargs, hp.wrappers)
 
-        dataset = EvaluationDataset(make_envs, self._acting_policy, hp.eval_episodes, seed)
+        dataset = EvaluationDataset(make_envs, self._require_actor().for_evaluation, hp.eval_episodes, seed)
         return DataLoader(dataset, batch_size=None)
 
     def val_dataloader(self) -> DataLoader:
@@ -264,12 +281,11 @@ class PPODataModule(L.LightningDataModule):
 
     def _restore_collector(self, state_dict: dict[str, Any]) -> None:
         ranks = state_dict.get("ranks", [])
-        iteration = self.trainer.current_epoch if self.trainer is not None else 0
         if self.rank >= len(ranks):
             rank_zero_warn(f"lit_ppo: the checkpoint holds the rollout state of {len(ranks)} process(es) and this "
                            f"run has {self.world_size}; rank {self.rank} starts fresh environments.")
             return
-        note = self.train_dataset.collector.load_state_dict(ranks[self.rank]["collector"], iteration)
+        note = self.train_dataset.collector.load_state_dict(ranks[self.rank]["collector"])
         set_global_rng_states(ranks[self.rank]["rng"])
         if note:
             rank_zero_warn(f"lit_ppo: resuming inexactly: {note}")

@@ -1,6 +1,6 @@
 """Deterministic evaluation: play one episode per environment with the policy's mode action (a Gaussian's mean).
 
-Observations and actions go through the same conversions as in training (:mod:`lit_ppo.envs`); normalization
+Observations and actions go through the same conversions as in training (:mod:`lit_ppo.spaces`); normalization
 statistics are the policy's own and are not updated here.
 """
 
@@ -8,12 +8,11 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from lit_ppo.envs import actions_to_env, observations_to_tensor
-from lit_ppo.networks import ActorCritic
+from lit_ppo.spaces import actions_to_env, observations_to_tensor
 
 
 @torch.inference_mode()
-def evaluate_policy(policy: ActorCritic, envs, episodes: int, seed: int) -> tuple[Tensor, Tensor]:
+def evaluate_policy(policy, envs, episodes: int, seed: int) -> tuple[Tensor, Tensor]:
     """Returns and lengths of the first episode of each of ``episodes`` environments (``envs.num_envs``)."""
     assert envs.num_envs == episodes, "one environment per evaluation episode"
     obs_space, action_space = envs.single_observation_space, envs.single_action_space

@@ -1,9 +1,13 @@
 """The PPO loss terms as pure functions: the caller sums and logs them."""
 
-from typing import NamedTuple, Optional
+from typing import NamedTuple, Union
 
 import torch
 from torch import Tensor
+
+
+# The logged names of PPOLossTerms' fields, in order.
+LOSS_NAMES = ("losses/policy", "losses/value", "losses/entropy", "stats/approx_kl", "stats/clip_fraction")
 
 
 class PPOLossTerms(NamedTuple):
@@ -29,8 +33,8 @@ def ppo_loss_terms(
     new_values: Tensor,
     old_values: Tensor,
     returns: Tensor,
-    clip_coef: float,
-    value_clip_coef: Optional[float] = None,
+    clip_coef: Union[float, Tensor],
+    value_clip_coef: Union[float, Tensor, None] = None,
 ) -> PPOLossTerms:
     """All terms in fp32 whatever the autocast state, so ``exp(log_ratio)`` cannot overflow in half precision."""
     new_logprob, old_logprob = new_logprob.float(), old_logprob.float()

@@ -2,8 +2,6 @@
 
 import pickle
 import time
-from collections import deque
-from dataclasses import dataclass, field
 from typing import Any, Optional
 
 import numpy as np
@@ -11,29 +9,17 @@ import torch
 from torch import Tensor
 
 from lit_ppo.advantages import compute_gae
-from lit_ppo.envs import action_layout, actions_to_env, final_observations_to_tensor, observations_to_tensor
 from lit_ppo.errors import EnvStepError
-from lit_ppo.networks import ActorCritic
-
-
-@dataclass
-class RolloutStats:
-    """What one rollout measured, for logging: finished episodes and where the time went."""
-
-    episode_returns: list[float] = field(default_factory=list)
-    episode_lengths: list[int] = field(default_factory=list)
-    env_ms: float = 0.0  # stepping the environments
-    act_ms: float = 0.0  # policy inference for acting (and bootstrap values)
-    gae_ms: float = 0.0
-    collect_ms: float = 0.0  # the whole rollout: the above plus bookkeeping
-    sync_ms: float = 0.0  # refreshing the acting policy's weights from the learner
+from lit_ppo.losses import explained_variance
+from lit_ppo.spaces import action_spec, action_tensor_layout, actions_to_env, batch_observations, observations_to_tensor
 
 
 class RolloutCollector:
     """Owns a vector env and its current observation; ``collect`` plays ``num_steps`` steps of every env.
 
     Storage is preallocated once and overwritten by each rollout. Everything here runs on the CPU under
-    ``torch.inference_mode``; the learner's device is never touched.
+    ``torch.inference_mode``; the learner's device is never touched. The vector env must autoreset on the same
+    step (gymnasium's ``AutoresetMode.SAME_STEP``), which hands over a truncated episode's final observation.
     """
 
     def __init__(
@@ -49,19 +35,16 @@ class RolloutCollector:
         normalize_reward: bool = False,
     ) -> None:
         self.envs, self.num_steps, self.gamma, self.gae_lambda = envs, num_steps, gamma, gae_lambda
-        self.generator, self.env_id, self.rank = generator, env_id, rank
+        self.generator, self.env_id, self.rank, self.seed = generator, env_id, rank, seed
         self.normalize_reward = normalize_reward
         self.obs_space, self.action_space = envs.single_observation_space, envs.single_action_space
         self.num_envs = envs.num_envs
-        self.seed = seed
         self.steps_taken = 0  # environment steps of this collector (this rank)
-        # The last 100 finished episodes of this rank, for rollout/return_mean (as SB3's ep_rew_mean).
-        self.recent_returns: deque = deque(maxlen=100)
-        self.recent_lengths: deque = deque(maxlen=100)
+        self.iterations = 0  # rollouts collected
         T, N = num_steps, self.num_envs
         obs, _ = self._call("reset", seed=seed)
         self.next_obs = observations_to_tensor(obs, self.obs_space)
-        action_shape, action_dtype = action_layout(self.action_space)
+        action_shape, action_dtype = action_tensor_layout(action_spec(self.action_space))
         self.buffers = {
             # Observations as the policy takes them (uint8 images stay uint8: the learner scales them).
             "obs": torch.zeros((T, N, *self.next_obs.shape[1:]), dtype=self.next_obs.dtype),
@@ -90,44 +73,60 @@ class RolloutCollector:
                 "it is unchanged."
             ) from err
 
-    def collect(self, policy: ActorCritic) -> tuple[dict[str, Tensor], RolloutStats]:
-        """Play one rollout with ``policy`` (on the CPU) and return flat ``[T * N, ...]`` training data."""
-        stats = RolloutStats()
-        last_value = self._play(policy, stats)
+    def collect(self, policy) -> dict[str, Any]:
+        """Play one rollout with ``policy`` (acting on the CPU) and return the :class:`lit_ppo.batch.Rollout` fields
+        it fills: flat ``[T * N, ...]`` samples, the finished episodes, ``reward_returns`` and ``timings``."""
+        timings = {"env_ms": 0.0, "act_ms": 0.0}
+        last_value, episodes = self._play(policy, timings)
         buf = self.buffers
         t0 = time.perf_counter()
         next_values = torch.cat([buf["values"][1:], last_value.unsqueeze(0)])
         next_values = torch.where(self.truncated_only, self.final_values, next_values)
-        # Scaled by the statistics the policy had while acting; the module updates them after the updates.
+        # Scaled by the statistics the policy had while acting; the learner updates them after the updates.
         rewards = policy.scale_rewards(self.rewards, self.reward_returns) if self.normalize_reward else self.rewards
         advantages, returns = compute_gae(
             rewards, buf["values"], next_values, self.terminated, self.dones, self.gamma, self.gae_lambda
         )
         # Copies made outside inference mode: the learner's autograd may save them for backward.
-        data = {k: v.flatten(0, 1).clone() for k, v in buf.items()}
+        data: dict[str, Any] = {k: v.flatten(0, 1).clone() for k, v in buf.items()}
         data["advantages"], data["returns"] = advantages.flatten(), returns.flatten()
-        stats.gae_ms = (time.perf_counter() - t0) * 1e3
-        return data, stats
+        data["reward_returns"] = self.reward_returns.flatten().clone() if self.normalize_reward else torch.zeros(0)
+        timings["gae_ms"] = (time.perf_counter() - t0) * 1e3
+        data["explained_variance"] = explained_variance(data["values"], data["returns"])
+        data["episode_returns"] = torch.tensor(episodes[0], dtype=torch.float32)
+        data["episode_lengths"] = torch.tensor(episodes[1], dtype=torch.float32)
+        data["timings"] = timings
+        self.iterations += 1
+        return data
 
     @torch.inference_mode()
-    def _play(self, policy: ActorCritic, stats: RolloutStats) -> Tensor:
-        """Step every env ``num_steps`` times into the buffers; returns V(observation after the last step)."""
-        buf = self.buffers
+    def _play(self, policy, timings: dict[str, float]) -> tuple[Tensor, tuple[list, list]]:
+        """Step every env ``num_steps`` times into the buffers; returns V(observation after the last step) and the
+        returns and lengths of the episodes that finished."""
+        buf, arrays = self.buffers, self._np
         self.final_values.zero_()
+        episode_returns: list[float] = []
+        episode_lengths: list[int] = []
+        act_s = env_s = 0.0
         for step in range(self.num_steps):
-            buf["obs"][step] = self.next_obs
             t0 = time.perf_counter()
+            buf["obs"][step] = self.next_obs
             action, logprob, value = policy.act(self.next_obs, self.generator)
+            buf["actions"][step], buf["logprobs"][step], buf["values"][step] = action, logprob, value
+            env_action = actions_to_env(action, self.action_space)
             t1 = time.perf_counter()
             self.steps_taken += self.num_envs
-            obs, reward, terminated, truncated, info = self._call("step", actions_to_env(action, self.action_space))
-            t2 = time.perf_counter()
-            buf["actions"][step], buf["logprobs"][step], buf["values"][step] = action, logprob, value
-            arrays = self._np
+            obs, reward, terminated, truncated, info = self._call("step", env_action)
             arrays["rewards"][step] = reward
             arrays["terminated"][step] = terminated
             np.logical_or(terminated, truncated, out=arrays["dones"][step])
             truncated_only = np.logical_and(truncated, ~terminated, out=arrays["truncated_only"][step])
+            self.next_obs = observations_to_tensor(obs, self.obs_space)
+            if "_episode" in info:
+                done_idx = np.flatnonzero(info["_episode"])
+                episode_returns += info["episode"]["r"][done_idx].tolist()
+                episode_lengths += info["episode"]["l"][done_idx].tolist()
+            t2 = time.perf_counter()
             if self.normalize_reward:
                 self.running_return.mul_(self.gamma).add_(self.rewards[step])
                 self.reward_returns[step] = self.running_return
@@ -135,36 +134,26 @@ class RolloutCollector:
             if truncated_only.any():
                 # Bootstrap a time-limit end from the value of the real final observation.
                 idx = np.flatnonzero(truncated_only)
-                final_obs = final_observations_to_tensor(info["final_obs"][idx], self.obs_space)
-                self.final_values[step, idx] = policy.value(final_obs)
-            if "_episode" in info:
-                done_idx = np.flatnonzero(info["_episode"])
-                returns, lengths = (info["episode"][key][done_idx].tolist() for key in ("r", "l"))
-                stats.episode_returns += returns
-                stats.episode_lengths += lengths
-                self.recent_returns.extend(returns)
-                self.recent_lengths.extend(lengths)
-            self.next_obs = observations_to_tensor(obs, self.obs_space)
-            stats.act_ms += (time.perf_counter() - t2 + t1 - t0) * 1e3
-            stats.env_ms += (t2 - t1) * 1e3
+                self.final_values[step, idx] = policy.value(batch_observations(info["final_obs"][idx], self.obs_space))
+            act_s += (t1 - t0) + (time.perf_counter() - t2)
+            env_s += t2 - t1
         t0 = time.perf_counter()
-        last_value = policy.value(self.next_obs)
-        stats.act_ms += (time.perf_counter() - t0) * 1e3
-        return last_value.clone()
+        last_value = policy.value(self.next_obs).clone()
+        timings["act_ms"] = (act_s + time.perf_counter() - t0) * 1e3
+        timings["env_ms"] = env_s * 1e3
+        return last_value, (episode_returns, episode_lengths)
 
     # -- checkpointing (at rollout boundaries) -------------------------------------------------------------------
     def state_dict(self) -> dict[str, Any]:
         """What continuing the same episodes needs: the environments themselves (pickled, when they can be),
-        the current observation, the sampling generator, counters and running statistics."""
+        the current observation, the sampling generator, counters and the running return."""
         state = {
             "next_obs": self.next_obs.clone(),
             "generator": self.generator.get_state(),
             "steps_taken": self.steps_taken,
-            "recent_returns": list(self.recent_returns),
-            "recent_lengths": list(self.recent_lengths),
+            "iterations": self.iterations,
+            "running_return": self.running_return.clone(),
         }
-        if hasattr(self, "running_return"):
-            state["running_return"] = self.running_return.clone()
         try:
             state["envs"] = pickle.dumps(self.envs)
         except Exception as err:  # e.g. AsyncVectorEnv (subprocesses) or an env holding a handle
@@ -172,14 +161,11 @@ class RolloutCollector:
             state["envs_error"] = f"{type(err).__name__}: {err}"
         return state
 
-    def load_state_dict(self, state: dict[str, Any], iteration: int) -> Optional[str]:
+    def load_state_dict(self, state: dict[str, Any]) -> Optional[str]:
         """Continue from ``state``; returns a note when the environments had to be reset instead."""
         self.generator.set_state(state["generator"])
-        self.steps_taken = state["steps_taken"]
-        self.recent_returns.extend(state["recent_returns"])
-        self.recent_lengths.extend(state["recent_lengths"])
-        if "running_return" in state and hasattr(self, "running_return"):
-            self.running_return.copy_(state["running_return"])
+        self.steps_taken, self.iterations = state["steps_taken"], state["iterations"]
+        self.running_return.copy_(state["running_return"])
         if state.get("envs") is not None:
             # Pickled by this package when saving; checkpoints are trusted files, as any pickle is.
             self.envs.close()
@@ -187,14 +173,13 @@ class RolloutCollector:
             self.next_obs = state["next_obs"]
             return None
         # Deterministic fallback: a reset seeded from (seed, rank, iteration); episodes restart.
-        seed = int(np.random.SeedSequence([self.seed, self.rank, iteration]).generate_state(1)[0])
+        seed = int(np.random.SeedSequence([self.seed, self.rank, self.iterations]).generate_state(1)[0])
         obs, _ = self._call("reset", seed=seed)
         self.next_obs = observations_to_tensor(obs, self.obs_space)
-        if hasattr(self, "running_return"):
-            self.running_return.zero_()
+        self.running_return.zero_()
         return (f"the environments of rank {self.rank} could not be saved ({state.get('envs_error')}); they were "
-                f"reset with a seed derived from (seed={self.seed}, rank={self.rank}, iteration={iteration}), so "
-                "episodes in progress at the checkpoint restart.")
+                f"reset with a seed derived from (seed={self.seed}, rank={self.rank}, iteration={self.iterations}), "
+                "so episodes in progress at the checkpoint restart.")
 
     def close(self) -> None:
         self.envs.close()

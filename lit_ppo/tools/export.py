@@ -3,7 +3,7 @@
 Writes the checkpoint's policy as one file that maps a batch of observations to a batch of actions:
 
 - input ``obs``: ``[batch, *observation_shape]``, as the rollout hands observations to the policy
-  (:func:`lit_ppo.envs.observations_to_tensor`): float32 for vector Box spaces (CartPole: ``[batch, 4]``), uint8
+  (:func:`lit_ppo.spaces.observations_to_tensor`): float32 for vector Box spaces (CartPole: ``[batch, 4]``), uint8
   for images, int64 indices for Discrete;
 - output ``action``: ``[batch, *action_shape]``: int64 for Discrete (CartPole: ``[batch]``) and MultiDiscrete,
   float32 for Box (the unclipped Gaussian mean: clip to the action space's bounds before stepping).
@@ -59,16 +59,15 @@ def load_policy(ckpt_path: Path):
 
 def example_observations(env_id: str, env_kwargs=None, wrappers=None, batch: int = 2) -> Tensor:
     """Observations sampled from the env's space, converted exactly as rollouts convert them."""
-    from gymnasium.vector.utils import concatenate, create_empty_array
-
-    from lit_ppo.envs import make_env, observations_to_tensor
+    from lit_ppo.envs import make_env
+    from lit_ppo.spaces import batch_observations
 
     env = make_env(env_id, env_kwargs, wrappers)
     space = env.observation_space
     env.close()
     space.seed(0)
     samples = [space.sample() for _ in range(batch)]  # batch >= 2: torch.export specializes a batch of 1
-    return observations_to_tensor(concatenate(space, samples, create_empty_array(space, batch)), space)
+    return batch_observations(samples, space)
 
 
 def export_onnx(model: DeployedPolicy, example: Tensor, output: Path) -> None:

@@ -1,0 +1,79 @@
+"""The rollout batch: everything one process's rollout hands the learner, in one documented type.
+
+Data flows one way: the data module acts with the policy it was given, collects a rollout on the CPU and yields
+a :class:`Rollout`; :class:`lit_ppo.module.PPOModule` learns from it and logs what it carries. Any data module
+that yields this type can train a ``PPOModule``.
+"""
+
+import dataclasses
+from dataclasses import dataclass, field
+
+from typing import Optional
+
+from torch import Tensor
+
+# The keys of Rollout.timings, milliseconds of this rollout's collection, each measured where the work happens.
+TIMING_KEYS = ("env_ms", "act_ms", "gae_ms", "sync_ms")
+
+
+@dataclass
+class Rollout:
+    """One rollout of one process: ``B = num_envs * num_steps`` samples, flattened step-major.
+
+    Samples (``[B, ...]`` tensors, on the CPU until Lightning moves the batch to the learner's device):
+        obs: observations as the policy takes them (:func:`lit_ppo.spaces.observations_to_tensor`); also what
+            the observation-normalization statistics are updated from.
+        actions: the sampled actions (``[B, *action_shape]``), as stored before clipping to a Box's bounds.
+        logprobs, values: the acting policy's log-probability of each action and its value estimate.
+        advantages, returns: GAE(lambda) advantages and ``advantages + values``.
+
+    The update's order:
+        minibatch_indices: ``[update_epochs, num_minibatches, minibatch_size]`` long: row ``e, m`` picks the
+            samples of minibatch ``m`` of pass ``e``.
+
+    Statistics and bookkeeping:
+        reward_returns: ``[B]`` discounted returns of the raw rewards, from which the reward scale is estimated
+            (empty when reward normalization is off).
+        episode_returns, episode_lengths: ``[E]`` every episode that finished during this rollout.
+        timings: milliseconds of collection by phase (:data:`TIMING_KEYS`), plus any one-off measurement of the
+            actor's placement (``act_cpu_us``, ``act_learner_us``).
+        explained_variance: how well the acting values predicted ``returns`` (1 perfect, 0 a constant).
+        env_steps: environment steps of all processes together, this rollout included.
+        budget_fraction: the fraction of the step budget done before this rollout (0.0 for the first): what
+            learning-rate and clip annealing follow.
+        final: this rollout reaches the step budget: training stops after its updates.
+    """
+
+    obs: Tensor
+    actions: Tensor
+    logprobs: Tensor
+    values: Tensor
+    advantages: Tensor
+    returns: Tensor
+    minibatch_indices: Tensor
+    reward_returns: Tensor
+    episode_returns: Tensor
+    episode_lengths: Tensor
+    timings: dict[str, float] = field(default_factory=dict)
+    explained_variance: float = float("nan")
+    env_steps: int = 0
+    budget_fraction: float = 0.0
+    final: bool = False
+
+    SAMPLE_FIELDS = ("obs", "actions", "logprobs", "values", "advantages", "returns")
+
+    @property
+    def size(self) -> int:
+        return int(self.advantages.shape[0])
+
+    def samples(self, index: Optional[Tensor] = None) -> dict[str, Tensor]:
+        """The per-sample tensors, all of them or the rows ``index`` (a minibatch)."""
+        if index is None:
+            return {name: getattr(self, name) for name in self.SAMPLE_FIELDS}
+        return {name: getattr(self, name)[index] for name in self.SAMPLE_FIELDS}
+
+    def pin_memory(self) -> "Rollout":
+        """Page-locked copies (the DataLoader calls this with ``pin_memory=True``), so that the one copy per rollout
+        to a CUDA learner can run asynchronously."""
+        return dataclasses.replace(self, **{f.name: getattr(self, f.name).pin_memory()
+                                            for f in dataclasses.fields(self) if isinstance(getattr(self, f.name), Tensor)})

@@ -1,0 +1,58 @@
+"""The minibatch objective: the policy's log-probabilities, entropy and values for a minibatch, PPO's loss terms,
+and their weighted sum, eager or through ``torch.compile``.
+"""
+
+import warnings
+from typing import Callable, Optional
+
+import torch
+from torch import Tensor
+
+from lit_ppo.losses import normalize_advantages, ppo_loss_terms
+from lit_ppo.networks import ActorCritic
+
+
+class PPOObjective:
+    """``objective(minibatch, clip_coef) -> (loss, terms)``: ``loss`` to minimize (policy + ``vf_coef`` x value -
+    ``ent_coef`` x entropy) and the detached terms stacked in :data:`lit_ppo.losses.LOSS_NAMES` order.
+
+    With ``compile``, the forward pass and the loss run as one ``torch.compile``-d graph (and so does its backward,
+    through AOTAutograd): at PPO's minibatch sizes the eager ops are launch- and dispatch-bound, and the compiled
+    graph fuses the elementwise work. The clip coefficient enters as a tensor so that annealing it does not
+    recompile. If compiling fails (no C++ compiler, an unsupported op), it says so once and stays eager.
+    Not an ``nn.Module``: the policy is the module's, registered there.
+    """
+
+    def __init__(self, policy: ActorCritic, vf_coef: float, ent_coef: float, clip_vloss: bool,
+                 compile: bool = False) -> None:
+        self.policy, self.vf_coef, self.ent_coef, self.clip_vloss = policy, vf_coef, ent_coef, clip_vloss
+        self.compiled: Optional[Callable] = torch.compile(self._objective) if compile else None
+
+    @staticmethod
+    def prepare(samples: dict[str, Tensor], norm_adv: bool) -> dict[str, Tensor]:
+        """The minibatch as the objective takes it: advantages normalized per minibatch when ``norm_adv``."""
+        if norm_adv:  # per minibatch, as PPO's reference implementations do
+            samples = dict(samples, advantages=normalize_advantages(samples["advantages"].float()))
+        return samples
+
+    def _objective(self, obs: Tensor, actions: Tensor, logprobs: Tensor, values: Tensor, advantages: Tensor,
+                   returns: Tensor, clip_coef) -> tuple[Tensor, Tensor]:
+        logprob, entropy, new_values = self.policy.evaluate(obs, actions)
+        terms = ppo_loss_terms(logprob, logprobs, advantages, entropy, new_values, values, returns,
+                               clip_coef=clip_coef, value_clip_coef=clip_coef if self.clip_vloss else None)
+        loss = terms.policy + self.vf_coef * terms.value
+        if self.ent_coef:  # with no bonus, backward does not go through the entropy at all
+            loss = loss - self.ent_coef * terms.entropy
+        return loss, torch.stack([t.detach() for t in terms])
+
+    def __call__(self, minibatch: dict[str, Tensor], clip_coef: float) -> tuple[Tensor, Tensor]:
+        args = (minibatch["obs"], minibatch["actions"], minibatch["logprobs"], minibatch["values"],
+                minibatch["advantages"], minibatch["returns"])
+        if self.compiled is not None:
+            try:
+                return self.compiled(*args, torch.tensor(clip_coef, device=args[0].device))
+            except Exception as err:  # the compiler's failure, raised at the first call
+                warnings.warn(f"lit_ppo: model.compile: torch.compile failed ({type(err).__name__}: "
+                              f"{str(err).splitlines()[0][:300]}); the updates run eagerly.", stacklevel=2)
+                self.compiled = None
+        return self._objective(*args, clip_coef)
