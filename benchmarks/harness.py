@@ -97,7 +97,7 @@ def lit_ppo_args(hp: dict, seed: int, threads: Optional[int]) -> list[str]:
         "--model.lr", hp["lr"], "--model.anneal_lr", hp["anneal_lr"], "--model.clip_coef", hp["clip_coef"],
         "--model.anneal_clip", hp["anneal_clip"], "--model.ent_coef", hp["ent_coef"],
         "--model.vf_coef", hp["vf_coef"], "--model.clip_vloss", "false", "--model.norm_adv", "true",
-        "--trainer.gradient_clip_val", hp["max_grad_norm"],
+        "--model.max_grad_norm", hp["max_grad_norm"],
     ]
 
 

@@ -14,9 +14,9 @@ import lightning as L
 import torch
 import yaml
 
-from lit_ppo.cli import _shipped
-from lit_ppo.data import PPODataModule
-from lit_ppo.module import PPOModule, clip_grad_norm
+from lit_ppo import PPODataModule, PPOModule
+from lit_ppo.acting import Actor
+from lit_ppo.cli import shipped_config
 
 
 def _build(config: dict, total_timesteps: int, seed: int):
@@ -29,50 +29,50 @@ def _build(config: dict, total_timesteps: int, seed: int):
 
 def run_lightning(config: dict, total_timesteps: int, seed: int) -> tuple[float, int]:
     dm, model = _build(config, total_timesteps, seed)
-    clip = config.get("trainer", {}).get("gradient_clip_val")
-    trainer = L.Trainer(accelerator="cpu", devices=1, max_epochs=-1, gradient_clip_val=clip, logger=False,
-                        enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False,
-                        num_sanity_val_steps=0, limit_val_batches=0)
+    trainer = L.Trainer(accelerator="cpu", devices=1, max_epochs=-1, logger=False, enable_checkpointing=False,
+                        enable_progress_bar=False, enable_model_summary=False, num_sanity_val_steps=0,
+                        limit_val_batches=0)
     start = time.perf_counter()
     trainer.fit(model, dm)
     return time.perf_counter() - start, trainer.global_step
 
 
 def run_plain(config: dict, total_timesteps: int, seed: int) -> tuple[float, int]:
-    """The same PPO update in a plain PyTorch loop over the same RolloutDataset: the module's own minibatch
-    preparation, loss code and clipping, torch's backward and optimizer step, no Trainer."""
+    """The same PPO update in a plain PyTorch loop over the same RolloutDataset: the module's own objective
+    (``model.objective``, a :class:`lit_ppo.objective.PPOObjective`), torch's backward, clipping and optimizer step,
+    no Trainer."""
     dm, model = _build(config, total_timesteps, seed)
     hp = model.hparams
-    clip = config.get("trainer", {}).get("gradient_clip_val")
-    optimizer = model.build_optimizer()
+    optimizer = torch.optim.Adam(model.parameters(), lr=hp.lr, eps=1e-5, fused=True)  # as configure_optimizers
     params = list(model.parameters())
-    iterations = total_timesteps // (dm.hparams.num_envs * dm.hparams.num_steps)
-    dataset = dm.build_rollout_dataset(model.acting_policy)  # the same acting as in the Trainer
+    dataset = dm.build_rollout_dataset(Actor(model.policy))  # the same acting as in the Trainer
     steps = 0
     start = time.perf_counter()
-    for it in range(iterations):
-        frac = 1.0 - it / iterations
-        for group in optimizer.param_groups:
-            group["lr"] = hp.lr * (frac if hp.anneal_lr else 1.0)
-        model.clip_coef = hp.clip_coef * (frac if hp.anneal_clip else 1.0)
-        model._loss_sums, model._updates = torch.zeros(5), 0
-        for item in dataset:  # one rollout and its minibatch order, as the module's training_step gets them
-            rollout, size = item["rollout"], item["rollout"]["advantages"].shape[0]
+    for _ in range(dataset.num_iterations):
+        for rollout in dataset:  # one Rollout, as the module's training_step gets it
+            remaining = 1.0 - rollout.budget_fraction
+            for group in optimizer.param_groups:
+                group["lr"] = hp.lr * (remaining if hp.anneal_lr else 1.0)
+            clip_coef = hp.clip_coef * (remaining if hp.anneal_clip else 1.0)
+            sums = torch.zeros(5)
             whole = None
-            for idx in item["minibatch_indices"].flatten(0, 1):
-                if idx.numel() == size:
-                    whole = whole if whole is not None else model._prepare_minibatch(rollout)
+            for idx in rollout.minibatch_indices.flatten(0, 1):
+                if idx.numel() == rollout.size:
+                    whole = whole if whole is not None else model.objective.prepare(rollout.samples(), hp.norm_adv)
                     batch = whole
                 else:
-                    batch = model._prepare_minibatch({k: v[idx] for k, v in rollout.items()})
-                loss = model._minibatch_loss(batch)
+                    batch = model.objective.prepare(rollout.samples(idx), hp.norm_adv)
+                loss, terms = model.objective(batch, clip_coef)
+                sums += terms
                 optimizer.zero_grad(set_to_none=True)
                 loss.backward()
-                if clip:
-                    clip_grad_norm(params, clip)
+                if hp.max_grad_norm:
+                    torch.nn.utils.clip_grad_norm_(params, hp.max_grad_norm)
                 optimizer.step()
                 steps += 1
-        model._loss_sums.tolist()  # the per-rollout read-out the Lightning arm logs
+            sums.tolist()  # the per-rollout read-out the Lightning arm logs
+            model.policy.update_normalization(rollout.obs, rollout.reward_returns if rollout.reward_returns.numel()
+                                              else None)
     elapsed = time.perf_counter() - start
     dataset.collector.close()
     return elapsed, steps
@@ -86,7 +86,7 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=1)
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
-    with open(_shipped(args.config)) as f:
+    with open(shipped_config(args.config)) as f:
         config = yaml.safe_load(f)
     results = {"lightning": [], "plain": []}
     for rep in range(args.repeats):

@@ -184,9 +184,9 @@ def main() -> None:
     # (Imported here, not at the top: this file is also the SB3 worker, whose start-up must not include Lightning.)
     import yaml
 
-    from lit_ppo.cli import _shipped
+    from lit_ppo.cli import shipped_config
 
-    with open(_shipped(args.config)) as f:
+    with open(shipped_config(args.config)) as f:
         data = yaml.safe_load(f).get("data", {})
     per_iteration = data.get("num_envs", 4) * data.get("num_steps", 128)
     lit_every = args.lit_eval_every or max(args.eval_every // per_iteration, 1)

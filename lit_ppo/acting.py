@@ -79,6 +79,9 @@ class Actor:
         """What acts for the next rollout (an object with ``act``, ``value`` and ``scale_rewards``)."""
         self.check_placement()
         if _device(self.policy).type == "cpu":
+            if self.decided is None:
+                self.decided = "cpu"
+                rank_zero_info("lit_ppo: actor_device=auto: the learner is on the CPU: acting with it directly.")
             return self.policy
         if self.decided is None:
             self.decided = self._measure(sample_obs)
@@ -104,7 +107,8 @@ class Actor:
 
     def _measure(self, sample_obs: Tensor) -> str:
         device = _device(self.policy)
-        cpu_s = time_acting(cpu_copy(self.policy, None), sample_obs)
+        self.copy = cpu_copy(self.policy, self.copy)
+        cpu_s = time_acting(self.copy, sample_obs)
         dev_s = time_acting(DeviceActor(self.policy), sample_obs)
         decision = "cpu" if cpu_s <= dev_s else "learner"
         rank_zero_info(

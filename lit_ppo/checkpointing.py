@@ -59,11 +59,11 @@ def check_compatible(saved: dict[str, Any], current: dict[str, Any], path: str =
     for key, label in (("env_id", "environment"), ("observation", "observation space"), ("action", "action space")):
         if saved_spec.get(key) != spec.get(key):
             problems.append(f"{label}: checkpoint {saved_spec.get(key)!r}, this run {spec.get(key)!r}")
-    for key in ("hidden_sizes", "encoder", "activation", "network"):
-        was, now = saved.get(key), current.get(key)
-        was, now = (list(v) if isinstance(v, (list, tuple)) else v for v in (was, now))
+    for key, label in (("hidden_sizes", "hidden sizes"), ("encoder", "encoder"), ("activation", "activation"),
+                       ("network", "network")):
+        was, now = (list(v) if isinstance(v, (list, tuple)) else v for v in (saved.get(key), current.get(key)))
         if was != now:
-            problems.append(f"model.{key}: checkpoint {was!r}, this run {now!r}")
+            problems.append(f"{label} (model.{key}): checkpoint {was!r}, this run {now!r}")
     if problems:
         raise CheckpointError(f"ckpt_path: {path} does not fit this run: " + "; ".join(problems)
                               + ". Use the config the checkpoint was trained with (its config.yaml is next to the "

@@ -102,13 +102,14 @@ def resolve_config_paths(args: list[str]) -> list[str]:
     resolved = list(args)
     for i, arg in enumerate(resolved):
         if arg in ("--config", "-c") and i + 1 < len(resolved):
-            resolved[i + 1] = _shipped(resolved[i + 1])
+            resolved[i + 1] = shipped_config(resolved[i + 1])
         elif arg.startswith("--config="):
-            resolved[i] = "--config=" + _shipped(arg.split("=", 1)[1])
+            resolved[i] = "--config=" + shipped_config(arg.split("=", 1)[1])
     return resolved
 
 
-def _shipped(path: str) -> str:
+def shipped_config(path: str) -> str:
+    """``path`` itself where it is a file (or names a directory), else the shipped config of that name if any."""
     if Path(path).exists() or "/" in path:
         return path
     shipped = CONFIG_DIR / path

@@ -129,7 +129,7 @@ def test_checkpoint_of_another_environment_is_named_before_training(cli, tmp_pat
     ckpt, digest = trained
     proc = cli(command, *BASE, "--data.env_id", "Acrobot-v1", "--ckpt_path", ckpt, "--trainer.logger", "false",
                cwd=tmp_path, check=False)
-    _fails_cleanly(proc, str(ckpt), "observation shape", "[4]", "[6]", "action space")
+    _fails_cleanly(proc, str(ckpt), "observation space", "[4]", "[6]", "action space")
     assert sha(ckpt) == digest
 
 

@@ -12,6 +12,7 @@ from lit_ppo import PPODataModule, PPOModule
 from lit_ppo.envs import make_env, make_evaluation_env, make_vector_env
 from lit_ppo.evaluation import evaluate_policy
 
+
 class ConstantPolicy:
     """Always pushes the cart one way: CartPole falls over in ~8-10 steps."""
 
@@ -76,10 +77,11 @@ def test_episodes_are_truncated_at_max_episode_steps_on_both_paths(env_kwargs, c
 
 def test_the_data_module_evaluates_on_the_native_env(tmp_path):
     dm = PPODataModule("CartPole-v1", num_envs=2, num_steps=16, minibatch_size=16, eval_episodes=5, seed=0)
+    model = PPOModule(env_spec=dm.env_spec, hidden_sizes=[16])
+    dm.set_policy(model.policy)  # what PPOModule.setup does; the loaders need a policy to act with
     envs = dm._evaluation_loader().dataset.make_envs()
     assert isinstance(envs.unwrapped, CartPoleVectorEnv) and envs.num_envs == 5
     envs.close()
-    model = PPOModule(env_spec=dm.env_spec, hidden_sizes=[16])
     trainer = L.Trainer(logger=False, enable_checkpointing=False, enable_progress_bar=False,
                         enable_model_summary=False, default_root_dir=tmp_path)
     (batch,) = trainer.predict(model, dm)

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import torch
 
-from lit_ppo.export import export
+from lit_ppo.tools.export import export
 from lit_ppo.module import PPOModule
 
 # Runs in a fresh process with neither lit_ppo nor Lightning imported: what a deployment has.

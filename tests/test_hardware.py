@@ -55,21 +55,28 @@ def test_ratio_math_stays_fp32_under_autocast():
     assert torch.isfinite(new.grad.float()).all()
 
 
-def test_actor_device_auto_reports_both_timings_and_a_decision(cli, tmp_path):
+def test_actor_device_auto_on_a_cpu_learner_says_it_acts_with_the_learner(cli, tmp_path):
     proc = cli("fit", *SMALL, "--model.actor_device", "auto", "--data.total_timesteps", "512", cwd=tmp_path)
-    out = proc.stdout + proc.stderr
-    assert "actor_device=auto" in out and "us on the CPU" in out and "acting on" in out
-    row = _rollout_rows(tmp_path)[0]
-    assert float(row["time/act_cpu_us"]) > 0 and float(row["time/act_learner_us"]) > 0
+    assert "actor_device=auto: the learner is on the CPU" in proc.stdout + proc.stderr
 
 
-def test_phase_timers_are_logged(cli, tmp_path):
-    cli("fit", *SMALL, "--data.total_timesteps", "1024", cwd=tmp_path)
-    for row in _rollout_rows(tmp_path):
-        phases = {p: float(row[f"time/{p}"]) for p in ("env_ms", "act_ms", "sync_ms", "transfer_ms", "learn_ms",
-                                                         "iteration_ms")}
-        assert phases["env_ms"] > 0 and phases["act_ms"] > 0 and phases["learn_ms"] > 0
-        assert phases["env_ms"] + phases["act_ms"] + phases["learn_ms"] <= phases["iteration_ms"] + 1e-6
+PHASES = ("env_ms", "act_ms", "gae_ms", "sync_ms", "transfer_ms", "learn_ms")
+
+
+def test_phase_timers_add_up_to_the_iteration_they_were_measured_in(cli, tmp_path):
+    # Each phase is timed where its work runs (the collector, the data set, the module); iteration_ms is a clock
+    # of its own, from the epoch's start hook to its end hook. The phases fit inside it and leave little out.
+    cli("fit", *SMALL, "--data.total_timesteps", "2560", cwd=tmp_path)
+    rows = _rollout_rows(tmp_path)
+    covered = []
+    for row in rows:
+        phases = {p: float(row[f"time/{p}"]) for p in PHASES}
+        assert phases["env_ms"] > 0 and phases["act_ms"] > 0 and phases["gae_ms"] > 0 and phases["learn_ms"] > 0
+        assert phases["transfer_ms"] == 0  # a CPU learner: nothing crosses
+        assert sum(phases.values()) <= float(row["time/iteration_ms"]) + 1e-6
+        covered.append(sum(phases.values()) / float(row["time/iteration_ms"]))
+    # measured here: 0.95-0.97 of every iteration (the rest is Lightning's loop and the minibatch order)
+    assert sorted(covered)[len(covered) // 2] >= 0.85, covered
 
 
 def test_profile_prints_the_cpu_row_and_says_why_others_are_absent(cli, tmp_path):

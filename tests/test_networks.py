@@ -2,14 +2,17 @@ import pytest
 import torch
 from torch import nn
 
-from lit_ppo.networks import ActorCritic, CategoricalHead
+from lit_ppo.distributions import CategoricalHead
+from lit_ppo.networks import ActorCritic, mlp
+from lit_ppo.spaces import BoxSpec, DiscreteSpec
 
-SPEC = {"type": "discrete", "n": 3}
+SPEC = DiscreteSpec(3)
+VECTOR = BoxSpec((4,))
 
 
 def test_orthogonal_init_gains_and_zero_biases():
     torch.manual_seed(0)
-    net = ActorCritic([4], SPEC, [64, 64])
+    net = ActorCritic(VECTOR, SPEC, [64, 64])
     linears = [m for m in net.actor if isinstance(m, nn.Linear)] + [m for m in net.critic if isinstance(m, nn.Linear)]
     assert all(torch.count_nonzero(m.bias) == 0 for m in linears)
     hidden = net.actor[0].weight  # 64 x 4, orthogonal columns scaled by sqrt(2)
@@ -48,7 +51,7 @@ def test_sampling_is_reproducible_with_a_seeded_generator():
 
 
 def test_evaluate_is_fp32_under_bf16_autocast():
-    net = ActorCritic([4], SPEC, [8])
+    net = ActorCritic(VECTOR, SPEC, [8])
     obs, actions = torch.randn(5, 4), torch.tensor([0, 1, 2, 0, 1])
     with torch.autocast("cpu", dtype=torch.bfloat16):
         logprob, entropy, value = net.evaluate(obs, actions)
@@ -57,8 +60,8 @@ def test_evaluate_is_fp32_under_bf16_autocast():
 
 
 def _image(shape, dtype="uint8"):
-    return {"type": "box", "shape": list(shape), "dtype": dtype, "image": dtype == "uint8" and len(shape) in (2, 3),
-            **({"channels_last": shape[2] < shape[0]} if len(shape) == 3 else {})}
+    return BoxSpec(tuple(shape), dtype, image=dtype == "uint8" and len(shape) in (2, 3),
+                   channels_last=len(shape) == 3 and shape[2] < shape[0])
 
 
 def test_encoder_choice_cnn_for_large_uint8_images_mlp_otherwise():
@@ -73,7 +76,7 @@ def test_encoder_choice_cnn_for_large_uint8_images_mlp_otherwise():
     with pytest.raises(ConfigError, match="model.encoder.*at least 36x36"):
         ActorCritic(_image((7, 7, 3)), SPEC, [8], encoder="cnn")
     with pytest.raises(ConfigError, match="model.encoder"):
-        ActorCritic([4], SPEC, [8], encoder="resnet")
+        ActorCritic(VECTOR, SPEC, [8], encoder="resnet")
 
 
 def test_image_only_policy_shares_the_cnn_trunk_with_linear_heads_and_scales_uint8():
@@ -87,12 +90,67 @@ def test_image_only_policy_shares_the_cnn_trunk_with_linear_heads_and_scales_uin
     assert gray.encoder.cnns[0][0].in_channels == 1 and gray(torch.zeros(2, 36, 36, dtype=torch.uint8))[0].shape == (2, 3)
 
 
-def test_the_mlp_tanh_is_tanh_on_large_batches_too():
-    from lit_ppo.networks import _tanh
+@pytest.mark.parametrize("activation,module,fn", [("tanh", nn.Tanh, torch.tanh), ("relu", nn.ReLU, torch.relu)])
+def test_the_mlp_is_linear_layers_with_the_activation_between_on_small_and_large_batches(activation, module, fn):
+    torch.manual_seed(0)
+    net = mlp(64, [32, 16], 3, 0.01, activation)
+    linears = [m for m in net if isinstance(m, nn.Linear)]
+    assert [(m.in_features, m.out_features) for m in linears] == [(64, 32), (32, 16), (16, 3)]
+    assert [type(m) for m in net if not isinstance(m, nn.Linear)] == [module, module]
+    assert isinstance(ActorCritic(VECTOR, SPEC, [8], activation=activation).actor[1], module)
+    with torch.no_grad():  # non-trivial weights everywhere (the output layer starts near zero, biases at zero)
+        for p in net.parameters():
+            p.add_(0.3 * torch.randn_like(p))
+    for batch in (4, 256):  # small and large batches compute the same function
+        x = torch.randn(batch, 64) * 4
+        expected = x
+        for i, layer in enumerate(linears):
+            expected = expected @ layer.weight.T + layer.bias
+            expected = fn(expected) if i < 2 else expected
+        torch.testing.assert_close(net(x), expected, rtol=0, atol=1e-5)
 
-    for shape in [(4, 64), (256, 64)]:  # torch.tanh below 4096 elements, 2 * sigmoid(2x) - 1 above
-        x = (torch.randn(shape) * 4).requires_grad_()
-        y = _tanh(x)
-        torch.testing.assert_close(y, torch.tanh(x), rtol=0, atol=1e-6)
-        (grad,) = torch.autograd.grad(y.sum(), x)
-        torch.testing.assert_close(grad, 1 - torch.tanh(x).detach() ** 2, rtol=0, atol=1e-6)
+
+def test_unknown_activation_is_named():
+    from lit_ppo.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="model.activation.*'gelu'"):
+        ActorCritic(VECTOR, SPEC, [8], activation="gelu")
+
+
+USER_NETWORK_YAML = """
+model:
+  network:
+    class_path: tests.user_networks.Torso
+    init_args: {width: 32}
+"""
+
+
+def test_a_users_network_from_a_config_trains_and_its_checkpoint_validates(cli, tmp_path):
+    (tmp_path / "net.yaml").write_text(USER_NETWORK_YAML)
+    common = ["--config", "cartpole.yaml", "--config", "net.yaml", "--trainer.enable_progress_bar", "false"]
+    cli("fit", *common, "--data.total_timesteps", "2560", "--trainer.callbacks.dirpath", "ckpt", cwd=tmp_path)
+    checkpoint = torch.load(tmp_path / "ckpt" / "last.ckpt", weights_only=True)
+    assert checkpoint["hyper_parameters"]["network"] == {"class_path": "tests.user_networks.Torso",
+                                                         "init_args": {"width": 32}}
+    weights = checkpoint["state_dict"]
+    # the user's two layers are the shared trunk; actor and critic are linear heads on its 32 features
+    assert weights["policy.encoder.net.layers.0.weight"].shape == (32, 4)
+    assert weights["policy.actor.0.weight"].shape == (2, 32) and weights["policy.critic.0.weight"].shape == (1, 32)
+    assert "policy.actor.1.weight" not in weights
+    # a fresh process rebuilds the network from the checkpoint's hyperparameters
+    out = cli("validate", *common, "--ckpt_path", "ckpt/last.ckpt", cwd=tmp_path).stdout
+    assert "eval/return_mean" in out
+
+
+@pytest.mark.parametrize("network, message", [
+    ("tests.user_networks.NotAModule", "made a NotAModule, not a torch.nn.Module"),
+    ("tests.user_networks.Missing", "cannot import 'tests.user_networks.Missing'"),
+    ("torch.nn.Identity", r"must return features of shape \[batch, n\]"),
+])
+def test_a_network_that_cannot_work_is_named(network, message):
+    from lit_ppo.errors import ConfigError
+    from lit_ppo.spaces import BoxSpec, DiscreteSpec
+
+    spec = BoxSpec((2, 3))  # Identity would hand back [batch, 2, 3]
+    with pytest.raises(ConfigError, match=f"model.network: .*{message}"):
+        ActorCritic(spec, DiscreteSpec(2), network=network)

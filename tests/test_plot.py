@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 from lightning.pytorch.loggers import CSVLogger, TensorBoardLogger
 
-from lit_ppo.plot import curve, find_runs, main, mean_and_std, read_run
+from lit_ppo.tools.plot import curve, find_runs, main, mean_and_std, read_run
 
 pytest.importorskip("matplotlib")
 

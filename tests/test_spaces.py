@@ -1,6 +1,8 @@
-"""Every supported gymnasium space: heads against torch.distributions, observations through the real Trainer,
-normalization statistics in checkpoints, environments from config, and the errors for what is not supported."""
+"""Every supported gymnasium space: its typed spec and conversions, heads against torch.distributions, observations
+through the real Trainer, normalization statistics in checkpoints, environments from config, and the errors for
+what is not supported."""
 
+import json
 import math
 
 import gymnasium as gym
@@ -11,11 +13,28 @@ import torch
 from gymnasium import spaces
 
 from lit_ppo import PPODataModule, PPOModule
-from lit_ppo.envs import describe_spaces, make_vector_env, observations_to_tensor
+from lit_ppo.distributions import BernoulliHead, DiagGaussianHead, MultiCategoricalHead
+from lit_ppo.envs import describe_spaces, make_vector_env
 from lit_ppo.errors import ConfigError
 from lit_ppo.evaluation import evaluate_policy
-from lit_ppo.networks import ActorCritic, BernoulliHead, DiagGaussianHead, MultiCategoricalHead, RunningMeanStd
+from lit_ppo.networks import ActorCritic
+from lit_ppo.normalization import RunningMeanStd
 from lit_ppo.rollout import RolloutCollector
+from lit_ppo.spaces import (
+    BoxSpec,
+    CompositeSpec,
+    DiscreteSpec,
+    MultiBinarySpec,
+    MultiDiscreteSpec,
+    UnsupportedSpaceError,
+    action_spec,
+    action_tensor_layout,
+    batch_observations,
+    observation_spec,
+    observations_to_tensor,
+    spec_from_dict,
+    spec_to_dict,
+)
 
 OBSERVATIONS = {
     "box": lambda: spaces.Box(-1.0, 1.0, (3,), np.float32),
@@ -64,10 +83,86 @@ gym.register("LitPPOTest/Spaces-v0", entry_point=SpacesEnv, max_episode_steps=12
 
 
 def _trainer(tmp_path, **kwargs):
-    defaults = dict(max_epochs=-1, gradient_clip_val=0.5, logger=False, enable_checkpointing=False,
+    defaults = dict(max_epochs=-1, logger=False, enable_checkpointing=False,
                     enable_progress_bar=False, enable_model_summary=False, num_sanity_val_steps=0,
                     default_root_dir=tmp_path)
     return L.Trainer(**{**defaults, **kwargs})
+
+
+# -- typed specs ----------------------------------------------------------------------------------------------
+DICT_SPEC = CompositeSpec(
+    (DiscreteSpec(3), BoxSpec((36, 36, 1), "uint8", image=True, channels_last=True), BoxSpec((2,), "float64"),
+     MultiBinarySpec((2,))),
+    keys=("mode", "pixels", "position", "switches"),  # gymnasium sorts a Dict's keys
+)
+OBSERVATION_SPECS = {
+    "box": BoxSpec((3,), "float32"),
+    "image_hwc": BoxSpec((36, 36, 3), "uint8", image=True, channels_last=True),
+    "image_chw": BoxSpec((2, 40, 36), "uint8", image=True),
+    "discrete": DiscreteSpec(5),
+    "dict": DICT_SPEC,
+    "tuple": CompositeSpec((DiscreteSpec(4), BoxSpec((2,)),
+                            CompositeSpec((MultiDiscreteSpec((2, 3), (2,)),), keys=("levels",)))),
+}
+# (spec, shape and dtype of one action in the rollout buffer)
+ACTION_SPECS = {
+    "discrete": (DiscreteSpec(3), ((), torch.long)),
+    "box": (BoxSpec((2,), "float32"), ((2,), torch.float32)),
+    "multi_discrete": (MultiDiscreteSpec((3, 2), (2,)), ((2,), torch.long)),
+    "multi_binary": (MultiBinarySpec((3,)), ((3,), torch.float32)),  # the Bernoulli's 0./1. samples
+}
+
+
+@pytest.mark.parametrize("name", sorted(OBSERVATIONS))
+def test_observation_specs_and_their_plain_data_round_trip(name):
+    spec = observation_spec(OBSERVATIONS[name]())
+    assert spec == OBSERVATION_SPECS[name]
+    data = spec_to_dict(spec)
+    assert json.loads(json.dumps(data)) == data  # plain data: lists, ints, strings and bools
+    assert spec_from_dict(data) == spec
+
+
+def test_spec_geometry_widths_and_dtypes():
+    assert OBSERVATION_SPECS["image_hwc"].geometry == (3, 36, 36)
+    assert OBSERVATION_SPECS["image_chw"].geometry == (2, 40, 36)
+    assert BoxSpec((36, 40), "uint8", image=True).geometry == (1, 36, 40)
+    assert DICT_SPEC.width == 1 + 36 * 36 + 2 + 2 and DICT_SPEC.tensor_shape == (1301,)
+    assert DICT_SPEC.tensor_dtype == torch.float32
+    assert OBSERVATION_SPECS["tuple"].width == 1 + 2 + 2
+    assert CompositeSpec((MultiBinarySpec((2,)), BoxSpec((4,), "uint8"))).tensor_dtype == torch.uint8
+    # A uint8 Box is an image only with 2 or 3 axes and bounds [0, 255].
+    assert not observation_spec(spaces.Box(0, 10, (36, 36), np.uint8)).image
+    assert not observation_spec(spaces.Box(0, 255, (36,), np.uint8)).image
+    assert spec_to_dict(DiscreteSpec(5)) == {"type": "discrete", "n": 5}
+    with pytest.raises(ValueError, match="not a lit_ppo space spec"):
+        spec_from_dict({"type": "dict", "keys": []})  # the format before typed specs
+
+
+@pytest.mark.parametrize("name", sorted(ACTIONS))
+def test_action_specs_and_their_buffer_layout(name):
+    spec, layout = ACTION_SPECS[name]
+    assert action_spec(ACTIONS[name]()) == spec
+    assert action_tensor_layout(spec) == layout
+    assert spec_from_dict(spec_to_dict(spec)) == spec
+
+
+def test_integer_box_actions_are_not_supported():
+    with pytest.raises(UnsupportedSpaceError, match="Box actions must be floating point"):
+        action_spec(spaces.Box(0, 5, (2,), np.int64))
+
+
+def test_single_observations_batch_as_the_vector_env_would_give_them():
+    # Discrete(5, start=1): indices counted from 0.
+    assert batch_observations([np.int64(3), np.int64(1)], spaces.Discrete(5, start=1)).tolist() == [2, 0]
+    items = [(2, np.array([0.5, -0.5], np.float32), {"levels": np.array([1, 2])}),
+             (0, np.array([1.0, 0.0], np.float32), {"levels": np.array([0, 0])})]
+    packed = batch_observations(items, OBSERVATIONS["tuple"]())
+    assert packed.dtype == torch.float32
+    assert packed.tolist() == [[2.0, 0.5, -0.5, 1.0, 2.0], [0.0, 1.0, 0.0, 0.0, 0.0]]
+    frames = [np.full((36, 36, 3), 9, np.uint8), np.zeros((36, 36, 3), np.uint8)]
+    images = batch_observations(frames, OBSERVATIONS["image_hwc"]())
+    assert images.dtype == torch.uint8 and images.shape == (2, 36, 36, 3)  # images stay uint8
+    assert images[0].unique().tolist() == [9] and images[1].unique().tolist() == [0]
 
 
 # -- heads against torch.distributions ------------------------------------------------------------------------
@@ -115,7 +210,7 @@ def test_bernoulli_matches_torch_bernoulli():
 
 
 def test_log_std_is_a_saved_optimized_parameter_initialized_to_zero():
-    net = ActorCritic([3], {"type": "box", "shape": [2]}, [8])
+    net = ActorCritic(BoxSpec((3,)), BoxSpec((2,)), [8])
     assert torch.equal(net.log_std.detach(), torch.zeros(2))
     assert any(p is net.log_std for p in net.parameters())
     assert "log_std" in net.state_dict()
@@ -126,11 +221,11 @@ def test_log_std_is_a_saved_optimized_parameter_initialized_to_zero():
 # -- actions in the environment -------------------------------------------------------------------------------
 def test_box_actions_are_clipped_for_the_env_but_stored_as_sampled():
     envs = make_vector_env("LitPPOTest/Spaces-v0", 2, env_kwargs={"obs": "box", "act": "box"})
-    policy = ActorCritic([3], {"type": "box", "shape": [2]}, [8])
+    policy = ActorCritic(BoxSpec((3,)), BoxSpec((2,)), [8])
     with torch.no_grad():
         policy.log_std.fill_(1.0)  # std e: most samples fall outside [-0.5, 0.5]
     collector = RolloutCollector(envs, 16, 0.99, 0.95, 0, torch.Generator().manual_seed(0))
-    data, _ = collector.collect(policy)
+    data = collector.collect(policy)
     sent = np.concatenate([np.stack(env.unwrapped.actions) for env in envs.unwrapped.envs])
     assert sent.shape == (32, 2) and np.abs(sent).max() <= 0.5  # SpacesEnv would have raised otherwise
     assert data["actions"].dtype == torch.float32 and data["actions"].shape == (32, 2)
@@ -151,7 +246,7 @@ MODES = {
 @pytest.mark.parametrize("act", sorted(ACTIONS))
 def test_deterministic_evaluation_plays_the_mode(act):
     spec = describe_spaces("LitPPOTest/Spaces-v0", {"obs": "box", "act": act})
-    policy = ActorCritic(spec["observation"], spec["action"], [8])
+    policy = ActorCritic.from_env_spec(spec, hidden_sizes=[8])
     bias, expected = MODES[act]
     with torch.no_grad():
         policy.actor[-1].weight.zero_()
@@ -173,7 +268,7 @@ class Recorder(L.Callback):
                                      if p.grad is not None))
 
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):  # once per rollout
-        self.obs_dtypes.add(batch["rollout"]["obs"].dtype)
+        self.obs_dtypes.add(batch.obs.dtype)  # the batch is a lit_ppo.batch.Rollout
 
 
 def _fit(tmp_path, obs, act, iterations=3, callbacks=(), normalize=True, **trainer_kwargs):
@@ -219,8 +314,8 @@ def test_observation_conversion_packs_dict_parts_in_key_order():
     assert packed.dtype == torch.float32 and packed.shape == (2, 1 + 36 * 36 + 2 + 2)  # keys sorted by gymnasium
     assert packed[0, 0] == 2 and torch.all(packed[:, 1:1297] == 7)
     assert packed[1, 1297:].tolist() == [0.0, 3.0, 0.0, 1.0]
-    spec = describe_spaces("LitPPOTest/Spaces-v0", {"obs": "dict", "act": "box"})["observation"]
-    encoder = ActorCritic(spec, {"type": "box", "shape": [2]}, [8]).encoder
+    spec = spec_from_dict(describe_spaces("LitPPOTest/Spaces-v0", {"obs": "dict", "act": "box"})["observation"])
+    encoder = ActorCritic(spec, BoxSpec((2,)), [8]).encoder
     features = encoder(packed)
     # [position, 512 CNN features, one-hot mode, switches]
     assert features.shape == (2, 2 + 512 + 3 + 2)
@@ -245,7 +340,8 @@ def test_normalization_statistics_are_updated_once_per_rollout_and_survive_a_che
     assert all(torch.equal(v, policy.state_dict()[k]) for k, v in stats.items())
 
     saved = torch.load(tmp_path / "last.ckpt", weights_only=True)  # the env spec is plain data
-    assert saved["hyper_parameters"]["env_spec"]["observation"]["type"] == "dict"
+    observation = saved["hyper_parameters"]["env_spec"]["observation"]
+    assert observation["type"] == "composite" and observation["keys"] == ["mode", "pixels", "position", "switches"]
     reloaded = PPOModule.load_from_checkpoint(tmp_path / "last.ckpt")
     for key, value in stats.items():
         torch.testing.assert_close(reloaded.policy.state_dict()[key], value, rtol=0, atol=0)
@@ -255,7 +351,7 @@ def test_normalization_statistics_are_updated_once_per_rollout_and_survive_a_che
 
 
 def test_reward_scaling_divides_by_the_return_std_and_clips():
-    policy = ActorCritic([1], {"type": "discrete", "n": 2}, [4], normalize_reward=True)
+    policy = ActorCritic(BoxSpec((1,)), DiscreteSpec(2), [4], normalize_reward=True)
     rewards = torch.tensor([1.0, -2.0, 100.0])
     torch.testing.assert_close(policy.scale_rewards(rewards), torch.tensor([1.0, -2.0, 10.0]))  # identity at first
     policy.update_normalization(torch.zeros(4, 1), torch.tensor([0.0, 4.0, 0.0, 4.0]))  # var 4
@@ -350,7 +446,7 @@ def test_unregistered_entry_point_with_kwargs_and_wrappers_trains(tmp_path, user
 
 def test_gymnasium_module_colon_id_form_imports_the_registering_module(user_module):
     spec = describe_spaces("gymnasium.envs.classic_control:Pendulum-v1")
-    assert spec["action"] == {"type": "box", "shape": [1]}
+    assert spec["action"] == {"type": "box", "shape": [1], "dtype": "float32", "image": False, "channels_last": False}
 
 
 BAD = [
@@ -381,19 +477,15 @@ def test_bad_environment_settings_name_what_went_wrong(user_module, kwargs, expe
     spaces.Dict({"inner": spaces.Tuple((spaces.Discrete(2), spaces.Text(4)))}),
 ], ids=["graph", "sequence", "text-in-dict"])
 def test_unsupported_observation_spaces_are_named(space):
-    from lit_ppo.envs import describe_observation_space
-
-    with pytest.raises(ConfigError, match="not supported") as err:
-        describe_observation_space(space)
+    with pytest.raises(UnsupportedSpaceError, match="not supported") as err:
+        observation_spec(space)
     name = "Text" if isinstance(space, spaces.Dict) else type(space).__name__
     assert f"{name}(" in str(err.value)
 
 
 def test_unsupported_action_space_is_named():
-    from lit_ppo.envs import describe_action_space
-
-    with pytest.raises(ConfigError, match=r"Tuple\(Discrete\(2\), Discrete\(3\)\).*not supported.*Discrete, Box"):
-        describe_action_space(spaces.Tuple((spaces.Discrete(2), spaces.Discrete(3))))
+    with pytest.raises(UnsupportedSpaceError, match=r"Tuple\(Discrete\(2\), Discrete\(3\)\).*not supported.*Discrete, Box"):
+        action_spec(spaces.Tuple((spaces.Discrete(2), spaces.Discrete(3))))
 
 
 # -- learning with the Gaussian head --------------------------------------------------------------------------
