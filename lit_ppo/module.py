@@ -10,26 +10,24 @@ logs comes in the batch; it never reads the data module.
 """
 
 import time
-from collections import deque
 from collections.abc import Sequence
 from typing import Any, Optional
 
 import lightning as L
 import torch
 from torch import Tensor
-from torchmetrics import MeanMetric
 
 from lit_ppo.acting import ACTOR_DEVICES
 from lit_ppo.batch import Rollout
 from lit_ppo.checkpointing import SaveLastOnStop, check_compatible
 from lit_ppo.classpath import ClassPathConfig
 from lit_ppo.errors import ConfigError, NonFiniteError, require
-from lit_ppo.rollout_logging import RolloutLogging
+from lit_ppo.rollout_logging import RecentEpisodes, RolloutLogging
 from lit_ppo.objective import PPOObjective
 from lit_ppo.losses import LOSS_NAMES
 from lit_ppo.networks import ActorCritic
 
-RECENT_EPISODES = 100  # rollout/return_mean is over each process's last 100 finished episodes (SB3's ep_rew_mean)
+RECENT_EPISODES = 100  # rollout/return_mean is over each process's last 100 finished episodes
 
 
 class PPOModule(L.LightningModule):
@@ -62,8 +60,10 @@ class PPOModule(L.LightningModule):
         on_nonfinite: what a NaN/inf loss does: ``stop`` training with an error naming the iteration and the loss
             term (checked once per rollout, before any checkpoint of it is saved), or ``skip`` that minibatch's
             update (checked every step, which costs a host-device sync per step on an accelerator).
-        compile: run the minibatch loss and its backward through ``torch.compile`` (see
-            :class:`lit_ppo.objective.PPOObjective`); falls back to eager with a message where no compiler works.
+        compile: run the minibatch objective and its backward (:class:`lit_ppo.objective.PPOObjective`) through
+            ``torch.compile``; it falls back to eager with a message where compiling fails. Off by default:
+            compiling costs seconds at start-up (``docs/performance.md``). Acting stays eager: compiled, it was
+            slower in the rollout loop here.
     """
 
     def __init__(
@@ -107,10 +107,7 @@ class PPOModule(L.LightningModule):
         self.policy = ActorCritic.from_env_spec(env_spec, hidden_sizes=list(hidden_sizes), encoder=encoder,
                                                 activation=activation, network=network)
         self.objective = PPOObjective(self.policy, vf_coef, ent_coef, clip_vloss, compile)
-        # Each process's last finished episodes; torchmetrics reduces their means across processes.
-        self.recent_returns: deque = deque(maxlen=RECENT_EPISODES)
-        self.recent_lengths: deque = deque(maxlen=RECENT_EPISODES)
-        self.episode_return, self.episode_length = MeanMetric(), MeanMetric()
+        self.recent_episodes = RecentEpisodes(RECENT_EPISODES)
         self.rollout_metrics: dict[str, float] = {}  # the latest rollout's metrics, as the loggers got them
         self.rollout_logging = RolloutLogging()
         self._epoch_start = self._fit_start = 0.0
@@ -161,44 +158,46 @@ class PPOModule(L.LightningModule):
         self._transfer_ms = 0.0
 
     def training_step(self, rollout: Rollout, batch_idx: int) -> None:
-        """One rollout's updates: ``update_epochs`` passes over its minibatches, one optimizer step each."""
+        """One rollout's updates, then the checks and statistics that belong to the rollout."""
         start = time.perf_counter()
         hp = self.hparams
-        remaining = 1.0 - rollout.budget_fraction
-        optimizer = self.optimizers()
+        remaining = 1.0 - rollout.budget_fraction  # annealing follows the budget
         lr = hp.lr * (remaining if hp.anneal_lr else 1.0)
-        for group in optimizer.param_groups:
-            group["lr"] = lr
         clip_coef = hp.clip_coef * (remaining if hp.anneal_clip else 1.0)
-        sums = torch.zeros(len(LOSS_NAMES), device=self.device)
-        updates = skipped = 0
-        whole = None  # the rollout as one minibatch: prepared once, it is the same in every pass
-        for epoch_indices in rollout.minibatch_indices:
-            for idx in epoch_indices:
-                if idx.numel() == rollout.size:  # no gather: the loss does not depend on the order of the samples
-                    whole = whole if whole is not None else self.objective.prepare(rollout.samples(), hp.norm_adv)
-                    minibatch = whole
-                else:
-                    minibatch = self.objective.prepare(rollout.samples(idx), hp.norm_adv)
-                loss, terms = self.objective(minibatch, clip_coef)
-                if hp.on_nonfinite == "skip" and not bool(torch.isfinite(terms).all()):
-                    skipped += 1
-                    continue
-                # No sync here: a non-finite term carries into the sums, checked once after the updates.
-                sums += terms
-                updates += 1
-                optimizer.zero_grad()
-                self.manual_backward(loss)
-                optimizer.step()  # clipping happens in on_before_optimizer_step
-                if hp.target_kl is not None and self._kl_exceeded(sums, updates):
-                    break
-            else:
-                continue
-            break
+        sums, updates, skipped = self._update(rollout, lr, clip_coef)
         self._check_finite(sums)
         self._update_normalization(rollout)
         self._summary = dict(rollout=rollout, sums=sums, updates=updates, skipped=skipped, lr=lr, clip_coef=clip_coef,
                              learn_ms=(time.perf_counter() - start) * 1e3)
+
+    def _update(self, rollout: Rollout, lr: float, clip_coef: float) -> tuple[Tensor, int, int]:
+        """``update_epochs`` passes over the rollout's minibatches, one optimizer step each; returns the loss terms
+        summed over the updates, the number of updates and the number skipped (``on_nonfinite: skip``)."""
+        hp = self.hparams
+        optimizer = self.optimizers()
+        for group in optimizer.param_groups:
+            group["lr"] = lr
+        sums = torch.zeros(len(LOSS_NAMES), device=self.device)
+        updates = skipped = 0
+        whole = None  # the rollout as one minibatch: prepared once, it is the same in every pass
+        for idx in rollout.minibatch_indices.flatten(0, 1):
+            if idx.numel() == rollout.size:  # no gather: the loss does not depend on the order of the samples
+                whole = whole if whole is not None else self.objective.prepare(rollout.samples(), hp.norm_adv)
+                minibatch = whole
+            else:
+                minibatch = self.objective.prepare(rollout.samples(idx), hp.norm_adv)
+            loss, terms = self.objective(minibatch, clip_coef)
+            if hp.on_nonfinite == "skip" and not bool(torch.isfinite(terms).all()):
+                skipped += 1
+                continue
+            sums += terms  # no sync here: a non-finite term carries into the sums, checked once per rollout
+            updates += 1
+            optimizer.zero_grad()
+            self.manual_backward(loss)
+            optimizer.step()  # clipping happens in on_before_optimizer_step
+            if hp.target_kl is not None and self._kl_exceeded(sums, updates):
+                break
+        return sums, updates, skipped
 
     def on_before_optimizer_step(self, optimizer: torch.optim.Optimizer) -> None:
         # Lightning calls this after the mixed-precision unscale (and after DDP's gradient averaging).
@@ -240,13 +239,8 @@ class PPOModule(L.LightningModule):
         """Log this rollout once: one reduction across ranks, then one write per logger; stop at the budget."""
         s = self._summary
         rollout: Rollout = s["rollout"]
-        self.recent_returns.extend(rollout.episode_returns.tolist())
-        self.recent_lengths.extend(rollout.episode_lengths.tolist())
-        for metric, values in ((self.episode_return, self.recent_returns), (self.episode_length, self.recent_lengths)):
-            metric.update(torch.tensor(list(values), dtype=torch.float32, device=self.device))
-        episode_return, episode_length = self.episode_return.compute(), self.episode_length.compute()
-        self.episode_return.reset()
-        self.episode_length.reset()
+        self.recent_episodes.add(rollout.episode_returns, rollout.episode_lengths)
+        episode_return, episode_length = self.recent_episodes.means(self.device)
         nan = torch.full_like(s["sums"], float("nan"))
         losses = self.trainer.strategy.reduce(s["sums"] / s["updates"] if s["updates"] else nan, reduce_op="mean")
         iteration_ms = (time.perf_counter() - self._epoch_start) * 1e3  # after the reduction: the work is done
@@ -259,8 +253,8 @@ class PPOModule(L.LightningModule):
             "stats/explained_variance": rollout.explained_variance,
             "stats/clip_coef": s["clip_coef"],
             "stats/lr": s["lr"],
-            "rollout/return_mean": float(episode_return),
-            "rollout/length_mean": float(episode_length),
+            "rollout/return_mean": episode_return,
+            "rollout/length_mean": episode_length,
             "time/env_steps": float(rollout.env_steps),
             "time/sps": (rollout.env_steps - self._fit_start_steps) / max(elapsed, 1e-9),
             "time/elapsed_s": elapsed,
@@ -278,22 +272,12 @@ class PPOModule(L.LightningModule):
 
     # -- checkpoints ------------------------------------------------------------------------------------------------
     def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
-        windows = {"returns": list(self.recent_returns), "lengths": list(self.recent_lengths)}
-        if self.trainer.world_size > 1:  # rank 0 writes the file: it holds every rank's window
-            gathered: list[Any] = [None] * self.trainer.world_size
-            torch.distributed.all_gather_object(gathered, windows)
-            checkpoint["lit_ppo_recent_episodes"] = gathered
-        else:
-            checkpoint["lit_ppo_recent_episodes"] = [windows]
+        checkpoint["lit_ppo_recent_episodes"] = self.recent_episodes.state(self.trainer.world_size)
 
     def on_load_checkpoint(self, checkpoint: dict[str, Any]) -> None:
         # Runs before the weights are loaded: a mismatch is named here instead of as a state_dict size error.
         check_compatible(checkpoint.get("hyper_parameters", {}), dict(self.hparams))
-        windows = checkpoint.get("lit_ppo_recent_episodes") or []
-        rank = self.global_rank
-        if rank < len(windows):
-            self.recent_returns.extend(windows[rank]["returns"])
-            self.recent_lengths.extend(windows[rank]["lengths"])
+        self.recent_episodes.load(checkpoint.get("lit_ppo_recent_episodes") or [], self.global_rank)
 
     # -- evaluation (validate / test / predict) ---------------------------------------------------------------------
     def _log_evaluation(self, batch: dict[str, Tensor]) -> None:
@@ -308,8 +292,7 @@ class PPOModule(L.LightningModule):
     def validation_step(self, batch: dict[str, Tensor], batch_idx: int) -> None:
         self._log_evaluation(batch)
 
-    def test_step(self, batch: dict[str, Tensor], batch_idx: int) -> None:
-        self._log_evaluation(batch)
+    test_step = validation_step
 
     def predict_step(self, batch: dict[str, Tensor], batch_idx: int) -> dict[str, Tensor]:
         """The episodes' returns and lengths (played by the predict loader), for a prediction writer."""

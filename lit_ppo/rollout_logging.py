@@ -1,12 +1,57 @@
-"""Writing a rollout's metrics: to every logger in one call, and through ``self.log`` only what a callback reads."""
+"""A rollout's metrics: the window of recent episodes they report, and writing them to every logger in one call
+(through ``self.log`` only what a callback reads)."""
 
+from collections import deque
 from typing import Any
 
 import lightning as L
+import torch
+from torch import Tensor, nn
+from torchmetrics import MeanMetric
 
 from lit_ppo.callbacks import EnvStepProgressBar
 
 PROGRESS_METRICS = ("rollout/return_mean", "time/env_steps", "time/sps")  # what a progress bar shows
+
+
+class RecentEpisodes(nn.Module):
+    """Each process's last ``size`` finished training episodes (``rollout/return_mean`` and ``length_mean``, as
+    SB3's ``ep_rew_mean``); torchmetrics reduces their means across processes. A submodule of the LightningModule,
+    so the metrics follow it to its device; the windows themselves travel in checkpoints (:meth:`state`)."""
+
+    def __init__(self, size: int = 100) -> None:
+        super().__init__()
+        self.returns: deque = deque(maxlen=size)
+        self.lengths: deque = deque(maxlen=size)
+        self.return_mean, self.length_mean = MeanMetric(), MeanMetric()
+
+    def add(self, returns: Tensor, lengths: Tensor) -> None:
+        self.returns.extend(returns.tolist())
+        self.lengths.extend(lengths.tolist())
+
+    def means(self, device: torch.device) -> tuple[float, float]:
+        """Means over every process's window (``nan`` before the first episode ends); a collective call."""
+        out = []
+        for metric, window in ((self.return_mean, self.returns), (self.length_mean, self.lengths)):
+            metric.update(torch.tensor(list(window), dtype=torch.float32, device=device))
+            out.append(float(metric.compute()))
+            metric.reset()
+        return out[0], out[1]
+
+    def state(self, world_size: int = 1) -> list[dict[str, list]]:
+        """Every process's window, in rank order (a collective call with several processes: the checkpoint is
+        written by rank 0)."""
+        window = {"returns": list(self.returns), "lengths": list(self.lengths)}
+        if world_size == 1:
+            return [window]
+        gathered: list[Any] = [None] * world_size
+        torch.distributed.all_gather_object(gathered, window)
+        return gathered
+
+    def load(self, states: list[dict[str, list]], rank: int) -> None:
+        if rank < len(states):  # a process the checkpoint did not have starts with an empty window
+            self.returns.extend(states[rank]["returns"])
+            self.lengths.extend(states[rank]["lengths"])
 
 
 class RolloutLogging:

@@ -24,6 +24,10 @@ CASES = [
     (["--data.total_timesteps", "-5"], ["data.total_timesteps", "must be positive"]),
     (["--data.gae_lambda", "-0.1"], ["data.gae_lambda", "[0, 1]"]),
     (["--data.minibatch_size", "512"], ["data.minibatch_size", "must divide"]),
+    (["--trainer.gradient_clip_val", "0.3"], ["trainer.gradient_clip_val", "model.max_grad_norm: 0.3"]),
+    (["--model.max_grad_norm", "0"], ["model.max_grad_norm", "must be positive or null"]),
+    (["--model.activation", "gelu"], ["model.activation", "'gelu'", "tanh"]),
+    (["--model.network", "lit_ppo_no_such_pkg.Net"], ["model.network", "cannot import"]),
 ]
 
 

@@ -82,3 +82,17 @@ def test_ppo_module_trains_from_a_data_module_of_its_own(tmp_path):
     assert all(r["time/env_ms"] == 1.0 for r in rows)
     # learning-rate annealing follows the rollouts' budget_fraction
     assert [r["stats/lr"] for r in rows] == [0.01 * (1 - i / ITERATIONS) for i in range(ITERATIONS)]
+
+
+def test_lightning_moves_a_rollout_to_the_learners_device_whole():
+    # What Lightning does with the batch for an accelerator learner (transfer_batch_to_device): every tensor
+    # moves, the rest is kept. The "meta" device stands in for a GPU on a CPU-only machine.
+    from lightning.fabric.utilities.apply_func import move_data_to_device
+
+    rollout = next(iter(OwnRollouts()))
+    moved = move_data_to_device(rollout, torch.device("meta"))
+    assert isinstance(moved, Rollout)
+    for name in (*Rollout.SAMPLE_FIELDS, "minibatch_indices", "episode_returns", "episode_lengths"):
+        assert getattr(moved, name).device.type == "meta", name
+    assert (moved.timings, moved.env_steps, moved.final) == (rollout.timings, rollout.env_steps, rollout.final)
+    assert rollout.obs.device.type == "cpu"  # the original is untouched

@@ -38,3 +38,18 @@ def test_time_to_solve_quick():
 def test_scaling_quick():
     out = run("scaling.py", "--quick", "--bound")
     assert "lit/plain" in out and "RSS growth" in out
+
+
+def test_compile_effect_quick():
+    out = run("compile_effect.py", "--total-timesteps", "1024", "--repeats", "1")
+    assert "compiled/eager: learn time" in out
+
+
+def test_logging_cost_quick():
+    out = run("logging_cost.py", "--keys", "3", "--epochs", "20")
+    assert "log_dict / log_metrics:" in out
+
+
+def test_overhead_quick():
+    out = run("overhead.py", "--total-timesteps", "512", "--repeats", "1")
+    assert "Lightning/plain time ratio" in out

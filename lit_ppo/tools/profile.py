@@ -1,13 +1,20 @@
-"""``python -m lit_ppo profile --config C [--iterations N] [overrides ...]``: where the time of an iteration goes,
-for each placement this machine offers.
+"""``python -m lit_ppo profile``: where the time of an iteration goes, and which placement is fastest, on this
+machine.
 
-Each placement is a short ``fit`` in its own process (a clean device state, a fair wall time), logging with a
-CSV logger; the table gives per-phase medians over the iterations after the first (warm-up), the process's
-wall time, SPS over those iterations, and the ratio of SPS against all-CPU.
+- ``profile --config C [--iterations N] [overrides ...]``: one config, each placement this machine offers, with
+  per-phase medians.
+- ``profile [--rows mlp64 mlp256 mlp1024 cnn] [--compile off on] [--iterations N]``: the device-choice table. Each
+  row (a CartPole MLP of that width, the Nature CNN on Breakout) for each placement and ``model.compile`` off and
+  on; the 1024-unit MLP and the CNN also at ``bf16-mixed`` and ``16-mixed`` on a GPU. SPS, the ratio against the
+  row's all-CPU eager run, and the ratio the reference design claims for that size.
+
+Each run is a short ``fit`` in its own process (a clean device state, a fair wall time), logging with a CSV
+logger; figures are medians over the iterations after the first (warm-up and compilation).
 """
 
 import argparse
 import csv
+import importlib.util
 import statistics
 import subprocess
 import sys
@@ -24,11 +31,18 @@ PLACEMENTS = {
     "cpu-act/gpu-learn": ("gpu", "cpu", "envs and acting on the CPU, learning on the GPU"),
     "all-gpu-act": ("gpu", "learner", "envs on the CPU, acting and learning on the GPU"),
 }
+# The device-choice rows: (config, overrides, what the reference design claims for the size).
+ROWS = {
+    "mlp64": ("cartpole.yaml", ["--model.hidden_sizes", "[64, 64]"], "all-CPU best (1.2-1.5x)"),
+    "mlp256": ("cartpole.yaml", ["--model.hidden_sizes", "[256, 256]"], "hybrid best (1.8-2.5x)"),
+    "mlp1024": ("cartpole.yaml", ["--model.hidden_sizes", "[1024, 1024]"], "all-GPU best (3.0x)"),
+    "cnn": ("breakout.yaml", ["--data.vectorization", "sync"], "all-GPU best (3.0x)"),
+}
+MIXED_ROWS = ("mlp1024", "cnn")  # rows also measured under mixed precision on a GPU
 
 
-def run_placement(name: str, config: str, iterations: int, extra: list[str], workdir: Path) -> dict:
-    accelerator, actor, _ = PLACEMENTS[name]
-    save_dir = workdir / name.replace("/", "_")
+def run_fit(config: str, placement: str, iterations: int, extra: list[str], save_dir: Path) -> dict:
+    accelerator, actor, _ = PLACEMENTS[placement]
     cmd = [sys.executable, "-m", "lit_ppo", "fit", "--config", config, *extra,
            "--trainer.accelerator", accelerator, "--trainer.devices", "1", "--model.actor_device", actor,
            "--trainer.max_epochs", str(iterations), "--trainer.logger", "lightning.pytorch.loggers.CSVLogger",
@@ -39,39 +53,86 @@ def run_placement(name: str, config: str, iterations: int, extra: list[str], wor
     proc = subprocess.run(cmd, capture_output=True, text=True)
     wall = time.perf_counter() - start
     if proc.returncode != 0:
-        raise SystemExit(f"lit_ppo profile: the {name} run failed:\n{proc.stderr[-3000:]}")
+        raise SystemExit(f"lit_ppo profile: the {placement} run of {config} {' '.join(extra)} failed:\n"
+                         f"{proc.stderr[-3000:]}")
     [metrics] = save_dir.glob("*/version_*/metrics.csv")
     rows = [r for r in csv.DictReader(metrics.open()) if r.get("time/iteration_ms")]
-    timed = rows[1:] or rows  # the first iteration pays for warm-up (allocations, caches, lazy init)
+    timed = rows[1:] or rows  # the first iteration pays for warm-up (allocations, caches, compilation)
     result = {phase: statistics.median(float(r[f"time/{phase}"]) for r in timed) for phase in PHASES}
     steps_per_iteration = float(rows[0]["time/env_steps"])
-    result["sps"] = steps_per_iteration * len(timed) / (sum(float(r["time/iteration_ms"]) for r in timed) / 1e3)
+    result["sps"] = steps_per_iteration / (result["iteration_ms"] / 1e3)
     result["wall_s"] = wall
-    result["iterations"] = len(rows)
     return result
+
+
+def available_placements() -> list[str]:
+    return list(PLACEMENTS) if torch.cuda.is_available() else ["all-cpu"]
+
+
+def print_missing_placements() -> None:
+    for name in PLACEMENTS:
+        if name not in available_placements():
+            print(f"{name:<18} not run: {PLACEMENTS[name][2]} needs a CUDA device, and torch.cuda.is_available() is "
+                  f"False here (torch {torch.__version__}).")
+
+
+def profile_config(config: str, iterations: int, extra: list[str]) -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        results = {name: run_fit(config, name, iterations, extra, Path(tmp) / name.replace("/", "_"))
+                   for name in available_placements()}
+    base = results["all-cpu"]["sps"]
+    print(f"lit_ppo profile: {config} {' '.join(extra)}; per-iteration medians in ms over "
+          f"{iterations - 1} iterations after the first")
+    print(f"{'placement':<18}" + "".join(f"{p:>13}" for p in PHASES) + f"{'wall s':>9}{'SPS':>10}{'vs CPU':>8}")
+    for name, r in results.items():
+        print(f"{name:<18}" + "".join(f"{r[p]:>13.2f}" for p in PHASES)
+              + f"{r['wall_s']:>9.1f}{r['sps']:>10.0f}{r['sps'] / base:>7.2f}x")
+    print_missing_placements()
+
+
+def row_runs(row: str, compiles: list[str]) -> list[tuple[str, str, str]]:
+    """(placement, compile, precision) of every run of a row on this machine."""
+    runs = [(p, c, "32-true") for p in available_placements() for c in compiles]
+    if row in MIXED_ROWS and torch.cuda.is_available():
+        runs += [(p, c, precision) for p in available_placements() if p != "all-cpu" for c in compiles
+                 for precision in ("bf16-mixed", "16-mixed")]
+    return runs
+
+
+def profile_table(rows: list[str], compiles: list[str], iterations: int, extra: list[str]) -> None:
+    print(f"lit_ppo profile: the device-choice table; SPS from the median iteration over {iterations - 1} after the "
+          "first; 'vs CPU' against the row's all-cpu run with compile off")
+    print(f"{'row':<8}{'placement':<19}{'compile':<8}{'precision':<11}{'SPS':>9}{'vs CPU':>8}  reference design claims")
+    with tempfile.TemporaryDirectory() as tmp:
+        for row in rows:
+            config, overrides, claim = ROWS[row]
+            if row == "cnn" and importlib.util.find_spec("ale_py") is None:
+                print(f"{row:<8} not run: needs ale-py for Breakout (pip install 'lit_ppo[atari]')")
+                continue
+            base = None
+            for placement, compile, precision in row_runs(row, compiles):
+                args = [*overrides, "--model.compile", "true" if compile == "on" else "false",
+                        "--trainer.precision", precision, *extra]
+                save_dir = Path(tmp) / f"{row}-{placement.replace('/', '_')}-{compile}-{precision}"
+                sps = run_fit(config, placement, iterations, args, save_dir)["sps"]
+                base = sps if base is None else base  # the first run is all-cpu, compile as listed first
+                print(f"{row:<8}{placement:<19}{compile:<8}{precision:<11}{sps:>9.0f}{sps / base:>7.2f}x  {claim}",
+                      flush=True)
+    print_missing_placements()
 
 
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="python -m lit_ppo profile", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--config", required=True)
-    parser.add_argument("--iterations", type=int, default=10, help="iterations (rollouts) per placement")
+    parser.add_argument("--config", help="profile this config's phases (otherwise: the device-choice table)")
+    parser.add_argument("--iterations", type=int, default=10, help="iterations (rollouts) per run")
+    parser.add_argument("--rows", nargs="+", choices=list(ROWS), default=list(ROWS))
+    parser.add_argument("--compile", nargs="+", choices=("off", "on"), default=["off", "on"])
     args, extra = parser.parse_known_args(argv)
-    available = ["all-cpu"]
-    if torch.cuda.is_available():
-        available += ["cpu-act/gpu-learn", "all-gpu-act"]
-    with tempfile.TemporaryDirectory() as tmp:
-        results = {name: run_placement(name, args.config, args.iterations, extra, Path(tmp)) for name in available}
-    base = results["all-cpu"]["sps"]
-    header = f"{'placement':<18}" + "".join(f"{p:>13}" for p in PHASES) + f"{'wall s':>9}{'SPS':>10}{'vs CPU':>8}"
-    print(f"lit_ppo profile: {args.config} {' '.join(extra)}; per-iteration medians in ms over "
-          f"{args.iterations - 1} iterations after the first")
-    print(header)
-    for name, r in results.items():
-        print(f"{name:<18}" + "".join(f"{r[p]:>13.2f}" for p in PHASES)
-              + f"{r['wall_s']:>9.1f}{r['sps']:>10.0f}{r['sps'] / base:>7.2f}x")
-    for name in PLACEMENTS:
-        if name not in results:
-            print(f"{name:<18} not run: {PLACEMENTS[name][2]} needs a CUDA device, and torch.cuda.is_available() is "
-                  f"False here (torch {torch.__version__}).")
+    if args.iterations < 2:
+        parser.error("--iterations must be at least 2 (the first one is warm-up)")
+    if args.config:
+        profile_config(args.config, args.iterations, extra)
+    else:
+        profile_table(args.rows, sorted(args.compile, key=("off", "on").index), args.iterations, extra)
     return 0
