@@ -3,15 +3,13 @@
 One Lightning step is one rollout (a :class:`lit_ppo.batch.Rollout`): ``training_step`` runs PPO's
 ``update_epochs`` passes of minibatch updates with Lightning's manual optimization (``manual_backward``, the
 Lightning optimizer's ``step``, gradient clipping with ``self.clip_gradients`` in ``on_before_optimizer_step``),
-so precision plugins, strategies and optimizer hooks all apply. PPO takes ~20 tiny optimizer steps per rollout
-and Lightning's per-batch loop costs about as much as one of them: running it once per rollout instead of once
-per minibatch is what keeps the Trainer within a few percent of a plain loop. Everything the module learns and
-logs comes in the batch; it never reads the data module.
+so precision plugins, strategies and optimizer hooks all apply; Lightning's per-batch loop runs once per rollout,
+not once per minibatch (docs/design.md). Everything the module learns and logs comes in the batch.
 """
 
 import time
 from collections.abc import Sequence
-from typing import Any, Optional
+from typing import Any, Optional, Union
 
 import lightning as L
 import torch
@@ -28,6 +26,7 @@ from lit_ppo.losses import LOSS_NAMES
 from lit_ppo.networks import ActorCritic
 
 RECENT_EPISODES = 100  # rollout/return_mean is over each process's last 100 finished episodes
+COMPILE_CHOICES = (False, True, "default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
 
 
 class PPOModule(L.LightningModule):
@@ -61,7 +60,8 @@ class PPOModule(L.LightningModule):
             term (checked once per rollout, before any checkpoint of it is saved), or ``skip`` that minibatch's
             update (checked every step, which costs a host-device sync per step on an accelerator).
         compile: run the minibatch objective and its backward (:class:`lit_ppo.objective.PPOObjective`) through
-            ``torch.compile``; it falls back to eager with a message where compiling fails. Off by default:
+            ``torch.compile``: ``true`` or a ``torch.compile`` mode (``reduce-overhead`` adds CUDA graphs on a GPU);
+            it falls back to eager with a message where compiling fails. Off by default:
             compiling costs seconds at start-up (``docs/performance.md``). Acting stays eager: compiled, it was
             slower in the rollout loop here.
     """
@@ -85,7 +85,7 @@ class PPOModule(L.LightningModule):
         target_kl: Optional[float] = None,
         actor_device: str = "cpu",
         on_nonfinite: str = "stop",
-        compile: bool = False,
+        compile: Union[bool, str] = False,
     ) -> None:
         super().__init__()
         if env_spec is None:
@@ -102,6 +102,7 @@ class PPOModule(L.LightningModule):
         require(actor_device in ACTOR_DEVICES, "model.actor_device",
                 f"must be one of {ACTOR_DEVICES}, got {actor_device!r}.")
         require(on_nonfinite in ("stop", "skip"), "model.on_nonfinite", f"must be 'stop' or 'skip', got {on_nonfinite!r}.")
+        require(compile in COMPILE_CHOICES, "model.compile", f"must be one of {COMPILE_CHOICES}, got {compile!r}.")
         self.save_hyperparameters()
         self.automatic_optimization = False  # several optimizer steps per Lightning step: see the module docstring
         self.policy = ActorCritic.from_env_spec(env_spec, hidden_sizes=list(hidden_sizes), encoder=encoder,

@@ -3,7 +3,7 @@ and their weighted sum, eager or through ``torch.compile``.
 """
 
 import warnings
-from typing import Callable, Optional
+from typing import Callable, Optional, Union
 
 import torch
 from torch import Tensor
@@ -16,17 +16,21 @@ class PPOObjective:
     """``objective(minibatch, clip_coef) -> (loss, terms)``: ``loss`` to minimize (policy + ``vf_coef`` x value -
     ``ent_coef`` x entropy) and the detached terms stacked in :data:`lit_ppo.losses.LOSS_NAMES` order.
 
-    With ``compile``, the forward pass and the loss run as one ``torch.compile``-d graph (and so does its backward,
-    through AOTAutograd): at PPO's minibatch sizes the eager ops are launch- and dispatch-bound, and the compiled
-    graph fuses the elementwise work. The clip coefficient enters as a tensor so that annealing it does not
-    recompile. If compiling fails (no C++ compiler, an unsupported op), it says so once and stays eager.
-    Not an ``nn.Module``: the policy is the module's, registered there.
+    With ``compile`` (``True`` or a ``torch.compile`` mode), the forward pass and the loss run as one compiled
+    graph, and so does its backward (AOTAutograd): at PPO's minibatch sizes the eager ops are launch- and
+    dispatch-bound, and the compiled graph fuses the elementwise work. ``"reduce-overhead"`` also captures the
+    graphs as CUDA graphs on a GPU (one launch per minibatch; shapes are static: every minibatch of a rollout has
+    ``minibatch_size`` samples). The optimizer step stays outside, in Lightning's precision plugin, which owns the
+    loss scaling of ``16-mixed`` (scale, unscale, skip on overflow) and the hooks around it. The clip coefficient
+    enters as a tensor so that annealing it does not recompile. If compiling fails (no C++ compiler, an
+    unsupported op), it says so once and stays eager. Not an ``nn.Module``: the policy is the module's.
     """
 
     def __init__(self, policy: ActorCritic, vf_coef: float, ent_coef: float, clip_vloss: bool,
-                 compile: bool = False) -> None:
+                 compile: Union[bool, str] = False) -> None:
         self.policy, self.vf_coef, self.ent_coef, self.clip_vloss = policy, vf_coef, ent_coef, clip_vloss
-        self.compiled: Optional[Callable] = torch.compile(self._objective) if compile else None
+        mode = None if compile is True or compile == "default" else compile
+        self.compiled: Optional[Callable] = torch.compile(self._objective, mode=mode) if compile else None
 
     @staticmethod
     def prepare(samples: dict[str, Tensor], norm_adv: bool) -> dict[str, Tensor]:

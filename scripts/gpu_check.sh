@@ -1,17 +1,17 @@
 #!/usr/bin/env bash
 # GPU checks for lit_ppo, for a CUDA machine (CI has none). Run from the repository root after installing the
 # package (with the machine's own CUDA build of torch).
-#   bash scripts/gpu_check.sh [OUTPUT_DIR] [all|fits|tests|profiles]
+#   bash scripts/gpu_check.sh [OUTPUT_DIR] [all|fits|tests|profiles|profiles-cnn]
 # Parts: fits = each precision's short CartPole fit (16-mixed, bf16-mixed, 32-true) with its last logged values,
 # validation of its checkpoint, a GPU checkpoint validated and resumed on the CPU, DDP on all visible GPUs when
-# there are several; tests = tests/test_hardware.py (the CUDA tests included); profiles = the placement profile for
-# a small MLP, a wide MLP and the Nature-CNN policy (when ale-py is installed). On one H200 with 16 cores
+# there are several; tests = tests/test_hardware.py and the compile parity tests (the CUDA tests included);
+# profiles = the device-choice table for the MLPs; profiles-cnn = its Nature-CNN row (when ale-py is installed). On one H200 with 16 cores
 # (2026-11-30) the fits took ~7 minutes and everything ~11: more than one 10-minute call, hence the parts.
 set -uo pipefail
 export PYTHONUNBUFFERED=1
 out=${1:-gpu_check_out}
 part=${2:-all}
-case "$part" in all|fits|tests|profiles) ;; *) echo "unknown part '$part': all, fits, tests or profiles" >&2; exit 2;; esac
+case "$part" in all|fits|tests|profiles|profiles-cnn) ;; *) echo "unknown part '$part': all, fits, tests, profiles or profiles-cnn" >&2; exit 2;; esac
 want() { [ "$part" = all ] || [ "$part" = "$1" ]; }
 mkdir -p "$out"
 status=0
@@ -61,15 +61,19 @@ if want fits; then
   fi
 fi
 
-want tests && run python -m pytest -q tests/test_hardware.py
+want tests && run python -m pytest -q tests/test_hardware.py tests/test_acting.py tests/test_updates.py
 
 if want profiles; then
-  run python -m lit_ppo profile --config cartpole.yaml --iterations 10
-  run python -m lit_ppo profile --config cartpole.yaml --iterations 10 --model.hidden_sizes "[1024, 1024]"
+  # The device-choice table (docs/performance.md): the CartPole MLPs of 64, 256 and 1024 units, each placement,
+  # model.compile off and on, the 1024-unit MLP also at bf16-mixed and 16-mixed. 26 short fits on a GPU machine;
+  # the CNN row is its own part (profiles-cnn) so that each stays within one 10-minute device call.
+  run python -m lit_ppo profile --rows mlp64 mlp256 mlp1024 --iterations 3 | tee "$out/profile_table.txt"
+fi
+if want profiles-cnn; then
   if python -c "import ale_py" 2>/dev/null; then
-    run python -m lit_ppo profile --config breakout.yaml --iterations 4
+    run python -m lit_ppo profile --rows cnn --iterations 3 | tee "$out/profile_cnn.txt"
   else
-    echo; echo "ale-py not installed: no CNN profile (pip install -e '.[atari]')"
+    echo; echo "ale-py not installed: no CNN row (pip install -e '.[atari]')"
   fi
 fi
 exit $status

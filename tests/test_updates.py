@@ -111,11 +111,12 @@ def test_bf16_mixed_updates_clip_and_stay_finite(tmp_path):
     assert all(torch.isfinite(p).all() for p in model.parameters())
 
 
-def test_compiled_updates_match_eager_ones(tmp_path):
+@pytest.mark.parametrize("mode", [True, "reduce-overhead"])  # on a GPU the second also captures CUDA graphs
+def test_compiled_updates_match_eager_ones(tmp_path, mode):
     # model.compile runs the minibatch objective (forward, loss, its backward) through torch.compile: the same
     # arithmetic in fused kernels, so the parameters after every update of 3 rollouts agree to float tolerance.
     eager, _ = _fit(tmp_path / "eager", model_kwargs={"max_grad_norm": 0.5})
-    compiled, trainer = _fit(tmp_path / "compiled", model_kwargs={"max_grad_norm": 0.5, "compile": True})
+    compiled, trainer = _fit(tmp_path / "compiled", model_kwargs={"max_grad_norm": 0.5, "compile": mode})
     assert compiled.objective.compiled is not None  # it did not fall back to eager
     assert trainer.global_step == ITERATIONS * EPOCHS * MINIBATCHES
     for (name, a), b in zip(eager.named_parameters(), compiled.parameters()):
