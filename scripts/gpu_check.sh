@@ -67,11 +67,11 @@ if want profiles; then
   # The device-choice table (docs/performance.md): the CartPole MLPs of 64, 256 and 1024 units, each placement,
   # model.compile off and on, the 1024-unit MLP also at bf16-mixed and 16-mixed. 26 short fits on a GPU machine;
   # the CNN row is its own part (profiles-cnn) so that each stays within one 10-minute device call.
-  run python -m lit_ppo profile --rows mlp64 mlp256 mlp1024 --iterations 3 | tee "$out/profile_table.txt"
+  run python -m lit_ppo profile --rows mlp64 mlp256 mlp1024 --iterations 5 | tee "$out/profile_table.txt"
 fi
 if want profiles-cnn; then
   if python -c "import ale_py" 2>/dev/null; then
-    run python -m lit_ppo profile --rows cnn --iterations 3 | tee "$out/profile_cnn.txt"
+    run python -m lit_ppo profile --rows cnn --iterations 4 | tee "$out/profile_cnn.txt"
   else
     echo; echo "ale-py not installed: no CNN row (pip install -e '.[atari]')"
   fi

@@ -28,6 +28,7 @@ CASES = [
     (["--model.max_grad_norm", "0"], ["model.max_grad_norm", "must be positive or null"]),
     (["--model.activation", "gelu"], ["model.activation", "'gelu'", "tanh"]),
     (["--model.network", "lit_ppo_no_such_pkg.Net"], ["model.network", "cannot import"]),
+    (["--model.compile", "fast"], ["model.compile", "'fast'", "reduce-overhead"]),
 ]
 
 
