@@ -122,3 +122,16 @@ def test_compiled_updates_match_eager_ones(tmp_path, mode):
     for (name, a), b in zip(eager.named_parameters(), compiled.parameters()):
         torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-5, msg=name)
     assert [n for n, _ in eager.norms] == pytest.approx([n for n, _ in compiled.norms], rel=1e-3)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device (scripts/gpu_check.sh)")
+@pytest.mark.parametrize("mode", [True, "reduce-overhead"])  # reduce-overhead: CUDA graphs
+@pytest.mark.parametrize("precision", ["32-true", "bf16-mixed"])
+def test_compiled_updates_match_eager_ones_on_cuda(tmp_path, mode, precision):
+    kwargs = dict(accelerator="gpu", devices=1, precision=precision)
+    eager, _ = _fit(tmp_path / "eager", model_kwargs={"max_grad_norm": 0.5}, **kwargs)
+    compiled, _ = _fit(tmp_path / "compiled", model_kwargs={"max_grad_norm": 0.5, "compile": mode}, **kwargs)
+    assert compiled.objective.compiled is not None
+    tolerance = dict(rtol=1e-4, atol=1e-5) if precision == "32-true" else dict(rtol=2e-2, atol=2e-3)
+    for (name, a), b in zip(eager.named_parameters(), compiled.parameters()):
+        torch.testing.assert_close(a, b, msg=name, **tolerance)
