@@ -78,27 +78,28 @@ class Actor:
     def for_rollout(self, sample_obs: Tensor):
         """What acts for the next rollout (an object with ``act``, ``value`` and ``scale_rewards``)."""
         self.check_placement()
-        if _device(self.policy).type == "cpu":
-            if self.decided is None:
-                self.decided = "cpu"
-                rank_zero_info("lit_ppo: actor_device=auto: the learner is on the CPU: acting with it directly.")
-            return self.policy
         if self.decided is None:
-            self.decided = self._measure(sample_obs)
-        if self.decided == "learner":
-            return DeviceActor(self.policy)
-        self.copy = cpu_copy(self.policy, self.copy)
-        return self.copy
+            self.decided = self._decide(sample_obs)
+        return self._acting(self.decided)
 
     def for_evaluation(self):
         """What plays evaluation episodes: as :meth:`for_rollout`, where ``auto`` not yet measured means the CPU."""
         self.check_placement()
-        if _device(self.policy).type == "cpu":
+        return self._acting(self.decided or "cpu")
+
+    def _acting(self, decision: str):
+        if _device(self.policy).type == "cpu":  # a CPU learner acts itself: nothing to copy
             return self.policy
-        if self.decided == "learner":
+        if decision == "learner":
             return DeviceActor(self.policy)
         self.copy = cpu_copy(self.policy, self.copy)
         return self.copy
+
+    def _decide(self, sample_obs: Tensor) -> str:
+        if _device(self.policy).type == "cpu":
+            rank_zero_info("lit_ppo: actor_device=auto: the learner is on the CPU: acting with it directly.")
+            return "cpu"
+        return self._measure(sample_obs)
 
     def take_measurements(self) -> dict[str, float]:
         """actor_device=auto's timings (microseconds) the first time they exist, then nothing."""

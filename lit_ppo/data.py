@@ -284,6 +284,8 @@ class PPODataModule(L.LightningDataModule):
         if self.rank >= len(ranks):
             rank_zero_warn(f"lit_ppo: the checkpoint holds the rollout state of {len(ranks)} process(es) and this "
                            f"run has {self.world_size}; rank {self.rank} starts fresh environments.")
+            # Counted from the iteration resumed at, as every other rank: all of them reach the budget together.
+            self.train_dataset.collector.iterations = self.trainer.current_epoch
             return
         note = self.train_dataset.collector.load_state_dict(ranks[self.rank]["collector"])
         set_global_rng_states(ranks[self.rank]["rng"])

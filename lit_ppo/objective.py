@@ -31,6 +31,7 @@ class PPOObjective:
         self.policy, self.vf_coef, self.ent_coef, self.clip_vloss = policy, vf_coef, ent_coef, clip_vloss
         mode = None if compile is True or compile == "default" else compile
         self.compiled: Optional[Callable] = torch.compile(self._objective, mode=mode) if compile else None
+        self._clip: Optional[tuple[float, Tensor]] = None  # the clip coefficient as the compiled graph takes it
 
     @staticmethod
     def prepare(samples: dict[str, Tensor], norm_adv: bool) -> dict[str, Tensor]:
@@ -53,8 +54,10 @@ class PPOObjective:
         args = (minibatch["obs"], minibatch["actions"], minibatch["logprobs"], minibatch["values"],
                 minibatch["advantages"], minibatch["returns"])
         if self.compiled is not None:
+            if self._clip is None or self._clip[0] != clip_coef:  # once per rollout, not a copy per update
+                self._clip = (clip_coef, torch.tensor(clip_coef, device=args[0].device))
             try:
-                return self.compiled(*args, torch.tensor(clip_coef, device=args[0].device))
+                return self.compiled(*args, self._clip[1])
             except Exception as err:  # the compiler's failure, raised at the first call
                 warnings.warn(f"lit_ppo: model.compile: torch.compile failed ({type(err).__name__}: "
                               f"{str(err).splitlines()[0][:300]}); the updates run eagerly.", stacklevel=2)
