@@ -99,12 +99,16 @@ class SaveLastOnStop(Checkpoint):
     Saving at the rollout boundary keeps resuming exact (a mid-rollout checkpoint could not restore the
     half-used rollout). A second SIGINT interrupts at once, as Ctrl+C usually does. It is a ``Checkpoint``
     subclass so that Lightning runs its epoch-end hook after the LightningModule's, like ModelCheckpoint's.
+
+    With several processes the decision is collective: a signal that reaches one rank only (as a scheduler may
+    send it) stops every rank after the same rollout, each taking part in the one save.
     """
 
     SIGNALS = (signal.SIGTERM, signal.SIGINT)
 
     def __init__(self) -> None:
         self.received: Optional[int] = None
+        self.stopped_on_signal = False  # the same on every rank: the decision is reduced across them
         self._previous: dict[int, Any] = {}
 
     def _handler(self, signum: int, frame: Any) -> None:
@@ -123,6 +127,7 @@ class SaveLastOnStop(Checkpoint):
     def on_train_epoch_end(self, trainer: "L.Trainer", pl_module: "L.LightningModule") -> None:
         if not trainer.strategy.reduce_boolean_decision(self.received is not None, all=False):
             return
+        self.stopped_on_signal = True
         for path in self._save_last(trainer):
             rank_zero_info(f"lit_ppo: saved {path} after iteration {trainer.current_epoch + 1}; resume with "
                            "`--ckpt_path last`.")
@@ -130,7 +135,7 @@ class SaveLastOnStop(Checkpoint):
 
     def on_train_end(self, trainer: "L.Trainer", pl_module: "L.LightningModule") -> None:
         self._restore_handlers()
-        if self.received is None:
+        if not self.stopped_on_signal:  # saving is collective: every rank must agree on it
             self._save_last(trainer)
 
     @staticmethod

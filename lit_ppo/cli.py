@@ -10,6 +10,7 @@ from typing import Optional
 import torch
 from lightning.pytorch.accelerators import CPUAccelerator, CUDAAccelerator
 from lightning.pytorch.cli import LightningCLI
+from lightning.pytorch.utilities import rank_zero_only
 
 from lit_ppo.callbacks import default_callbacks
 from lit_ppo.data import PPODataModule
@@ -149,5 +150,9 @@ def main(args: Optional[list[str]] = None) -> None:
             save_config_kwargs={"overwrite": True},
         )
     except (ConfigError, EnvStepError, NonFiniteError) as err:
-        print(f"lit_ppo: error: {err}", file=sys.stderr)
+        if rank_zero_only.rank == 0 or not getattr(err, "every_rank", False):
+            print(f"lit_ppo: error: {err}", file=sys.stderr)
+        if torch.distributed.is_available() and torch.distributed.is_initialized():
+            # Every rank stops here together; left to interpreter exit, the process group aborts the process.
+            torch.distributed.destroy_process_group()
         sys.exit(2)

@@ -27,7 +27,7 @@ from lit_ppo.acting import Actor
 from lit_ppo.batch import Rollout
 from lit_ppo.checkpointing import global_rng_states, set_global_rng_states
 from lit_ppo.envs import VECTORIZATION_MODES, describe_spaces, make_evaluation_env, make_vector_env
-from lit_ppo.errors import ConfigError, require
+from lit_ppo.errors import ConfigError, EnvStepError, require
 from lit_ppo.evaluation import evaluate_policy
 from lit_ppo.rollout import RolloutCollector
 
@@ -41,11 +41,15 @@ class RolloutDataset(IterableDataset):
         update_epochs, minibatch_size: the update's passes and minibatch size, for ``minibatch_indices``.
         steps_per_iteration: environment steps of one rollout of all processes together.
         num_iterations: rollouts in the budget.
+        first_failure: with several processes, makes an environment failure collective: given this process's
+            failure message (or None), returns the first failing rank's message on every rank (or None). Every
+            rank then stops with the same error instead of waiting in a collective for the one that failed.
     """
 
     def __init__(self, collector: RolloutCollector, actor: Actor, update_epochs: int, minibatch_size: int,
-                 steps_per_iteration: int, num_iterations: int) -> None:
-        self.collector, self.actor = collector, actor
+                 steps_per_iteration: int, num_iterations: int,
+                 first_failure: Optional[Callable[[Optional[str]], Optional[str]]] = None) -> None:
+        self.collector, self.actor, self.first_failure = collector, actor, first_failure
         self.update_epochs, self.minibatch_size = update_epochs, minibatch_size
         self.steps_per_iteration, self.num_iterations = steps_per_iteration, num_iterations
         self.rollout_size = collector.num_steps * collector.num_envs
@@ -59,12 +63,24 @@ class RolloutDataset(IterableDataset):
                   for _ in range(self.update_epochs)]
         return torch.stack(orders).view(self.update_epochs, -1, self.minibatch_size)
 
+    def _collect(self, policy) -> dict[str, Any]:
+        if self.first_failure is None:
+            return self.collector.collect(policy)
+        try:
+            data, failure = self.collector.collect(policy), None
+        except EnvStepError as err:
+            data, failure = None, err
+        message = self.first_failure(None if failure is None else str(failure))
+        if message is not None:
+            raise EnvStepError(message, every_rank=True) from failure
+        return data
+
     def __iter__(self) -> Iterator[Rollout]:
         done_before = self.collector.iterations
         t0 = time.perf_counter()
         policy = self.actor.for_rollout(self.collector.next_obs)
         sync_ms = (time.perf_counter() - t0) * 1e3
-        data = self.collector.collect(policy)
+        data = self._collect(policy)
         data["timings"].update(sync_ms=sync_ms, **self.actor.take_measurements())
         yield Rollout(
             **data,
@@ -229,7 +245,16 @@ class PPODataModule(L.LightningDataModule):
             normalize_reward=hp.normalize_reward,
         )
         return RolloutDataset(collector, actor, hp.update_epochs, hp.minibatch_size, self.steps_per_iteration,
-                              self.num_iterations)
+                              self.num_iterations, self._first_failure if self.world_size > 1 else None)
+
+    def _first_failure(self, message: Optional[str]) -> Optional[str]:
+        """The first failing rank's message on every rank, or None when no rank failed (one reduction per
+        rollout; the messages are gathered only after a failure)."""
+        if not self.trainer.strategy.reduce_boolean_decision(message is not None, all=False):
+            return None
+        messages: list[Any] = [None] * self.world_size
+        torch.distributed.all_gather_object(messages, message)
+        return next(m for m in messages if m is not None)
 
     def train_dataloader(self) -> DataLoader:
         if self.train_dataset is None:

@@ -6,7 +6,13 @@ class ConfigError(ValueError):
 
 
 class EnvStepError(RuntimeError):
-    """An environment raised; the message names the env id, the rank and the step."""
+    """An environment raised; the message names the env id, the rank, the sub-environment and its step.
+
+    ``every_rank``: every process raised this same error together (the CLI prints it once, on rank 0)."""
+
+    def __init__(self, message: str, every_rank: bool = False) -> None:
+        super().__init__(message)
+        self.every_rank = every_rank
 
 
 def require(condition: bool, key: str, message: str) -> None:

@@ -111,6 +111,7 @@ class PPOModule(L.LightningModule):
         self.recent_episodes = RecentEpisodes(RECENT_EPISODES)
         self.rollout_metrics: dict[str, float] = {}  # the latest rollout's metrics, as the loggers got them
         self.rollout_logging = RolloutLogging()
+        self.env_steps = 0  # environment steps of all processes so far: the step every metric is logged at
         self._epoch_start = self._fit_start = 0.0
         self._fit_start_steps = 0
         self._transfer_ms = 0.0
@@ -151,7 +152,7 @@ class PPOModule(L.LightningModule):
     # -- learning ---------------------------------------------------------------------------------------------------
     def on_train_start(self) -> None:
         self._fit_start = time.perf_counter()
-        self._fit_start_steps = -1  # set from the first rollout of this fit (a resumed one starts part-way)
+        self._fit_start_steps = self.env_steps  # a resumed fit continues the count
         self.rollout_logging.attach(self.trainer)
 
     def on_train_epoch_start(self) -> None:
@@ -162,6 +163,7 @@ class PPOModule(L.LightningModule):
         """One rollout's updates, then the checks and statistics that belong to the rollout."""
         start = time.perf_counter()
         hp = self.hparams
+        self.env_steps = rollout.env_steps  # before validation runs at this epoch's end: it logs at these steps
         remaining = 1.0 - rollout.budget_fraction  # annealing follows the budget
         lr = hp.lr * (remaining if hp.anneal_lr else 1.0)
         clip_coef = hp.clip_coef * (remaining if hp.anneal_clip else 1.0)
@@ -245,9 +247,6 @@ class PPOModule(L.LightningModule):
         nan = torch.full_like(s["sums"], float("nan"))
         losses = self.trainer.strategy.reduce(s["sums"] / s["updates"] if s["updates"] else nan, reduce_op="mean")
         iteration_ms = (time.perf_counter() - self._epoch_start) * 1e3  # after the reduction: the work is done
-        if self._fit_start_steps < 0:
-            # Steps before this fit's first rollout: a resumed fit continues the count.
-            self._fit_start_steps = rollout.env_steps * self.current_epoch // (self.current_epoch + 1)
         elapsed = time.perf_counter() - self._fit_start
         metrics = dict(zip(LOSS_NAMES, losses.tolist()))
         metrics.update({
@@ -274,11 +273,13 @@ class PPOModule(L.LightningModule):
     # -- checkpoints ------------------------------------------------------------------------------------------------
     def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
         checkpoint["lit_ppo_recent_episodes"] = self.recent_episodes.state(self.trainer.world_size)
+        checkpoint["lit_ppo_env_steps"] = self.env_steps
 
     def on_load_checkpoint(self, checkpoint: dict[str, Any]) -> None:
         # Runs before the weights are loaded: a mismatch is named here instead of as a state_dict size error.
         check_compatible(checkpoint.get("hyper_parameters", {}), dict(self.hparams))
         self.recent_episodes.load(checkpoint.get("lit_ppo_recent_episodes") or [], self.global_rank)
+        self.env_steps = int(checkpoint.get("lit_ppo_env_steps", 0))
 
     # -- evaluation (validate / test / predict) ---------------------------------------------------------------------
     def _log_evaluation(self, batch: dict[str, Tensor]) -> None:
@@ -289,6 +290,9 @@ class PPOModule(L.LightningModule):
              "eval/length_mean": lengths.mean()},
             prog_bar=True, batch_size=returns.numel(),
         )
+        # Lightning logs at a logged "step" value when there is one: the evaluation lands on the env-step axis of
+        # the rollout metrics (during fit, the rollout it followed; afterwards, the checkpoint's).
+        self.log("step", float(self.env_steps), batch_size=returns.numel())
 
     def validation_step(self, batch: dict[str, Tensor], batch_idx: int) -> None:
         self._log_evaluation(batch)

@@ -68,10 +68,16 @@ class RolloutCollector:
             return getattr(self.envs, method)(*args, **kwargs)
         except Exception as err:
             raise EnvStepError(
-                f"environment {self.env_id!r} raised in {method}() on rank {self.rank} at environment step "
-                f"{self.steps_taken} of this rank: {type(err).__name__}: {err}. The last checkpoint saved before "
-                "it is unchanged."
+                f"environment {self.env_id!r} raised in {method}() on rank {self.rank}{self._where(err)}: "
+                f"{type(err).__name__}: {err}. The last checkpoint saved before it is unchanged."
             ) from err
+
+    def _where(self, err: Exception) -> str:
+        """Which sub-environment raised, and at which of its own steps (each is stepped once per vector step)."""
+        own_step = self.steps_taken // self.num_envs
+        index = failing_sub_env(self.envs, err)
+        which = f"sub-environment {index}" if index is not None else "a sub-environment"
+        return f", {which} at its step {own_step} (environment step {self.steps_taken} of this rank)"
 
     def collect(self, policy) -> dict[str, Any]:
         """Play one rollout with ``policy`` (acting on the CPU) and return the :class:`lit_ppo.batch.Rollout` fields
@@ -183,3 +189,20 @@ class RolloutCollector:
 
     def close(self) -> None:
         self.envs.close()
+
+
+def failing_sub_env(envs, err: BaseException) -> Optional[int]:
+    """The index of the sub-environment of a ``SyncVectorEnv`` whose method raised ``err``, found in the
+    exception's traceback (the frame of that sub-environment's method); None where it cannot be told (an
+    ``AsyncVectorEnv`` logs the failing worker's index itself)."""
+    sub_envs = getattr(envs.unwrapped, "envs", None)
+    if not isinstance(sub_envs, (list, tuple)):
+        return None
+    positions = {id(env): i for i, env in enumerate(sub_envs)}
+    tb = err.__traceback__
+    while tb is not None:
+        index = positions.get(id(tb.tb_frame.f_locals.get("self")))
+        if index is not None:
+            return index
+        tb = tb.tb_next
+    return None

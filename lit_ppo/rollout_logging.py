@@ -57,8 +57,8 @@ class RecentEpisodes(nn.Module):
 class RolloutLogging:
     """Per-rollout logging in two parts, both Lightning's public API:
 
-    - every metric goes to every logger (``trainer.loggers``) in one ``Logger.log_metrics`` call, at
-      ``trainer.global_step``;
+    - every metric goes to every logger (``trainer.loggers``) in one ``Logger.log_metrics`` call, at step
+      ``time/env_steps`` (environment steps of all processes so far: the one step axis of everything lit_ppo logs);
     - the metrics a callback reads from ``trainer.callback_metrics`` (any callback's ``monitor``, e.g.
       ``ModelCheckpoint`` or ``EarlyStopping``; the progress metrics when a progress bar other than lit_ppo's
       shows them) also go through ``LightningModule.log_dict``, without reaching the loggers a second time.
@@ -81,8 +81,11 @@ class RolloutLogging:
         self.callback_keys = keys
 
     def write(self, module: "L.LightningModule", metrics: dict[str, Any]) -> None:
+        step = int(metrics["time/env_steps"])
         for logger in module.loggers:
-            logger.log_metrics(metrics, step=module.global_step)
+            logger.log_metrics(metrics, step=step)
         read = {key: metrics[key] for key in self.callback_keys if key in metrics}
         if read:
             module.log_dict(read, logger=False, prog_bar=True)
+            # A callback's "{step}" (e.g. in ModelCheckpoint's filename) is on the same axis.
+            module.log("step", float(step), logger=False)

@@ -114,7 +114,7 @@ class EvaluationVideo(Callback):
 
     def _hand_to(self, logger, path: Path, frames: np.ndarray, fps: int, trainer: "L.Trainer") -> Optional[str]:
         """Gives the video to ``logger`` by what it can take; returns how, or None if it takes no media."""
-        step = trainer.global_step
+        step = getattr(trainer.lightning_module, "env_steps", trainer.global_step)  # lit_ppo's step axis: env steps
         if callable(getattr(logger, "log_video", None)):  # W&B
             logger.log_video(self.tag, [str(path)], step=step)
             return "log_video"

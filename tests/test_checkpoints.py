@@ -171,9 +171,11 @@ def _faulty_run(cli, tmp_path, **extra_env):
 
 
 def test_environment_that_raises_is_named_and_the_checkpoint_is_intact(cli, tmp_path):
-    # each of the 8 envs takes 32 steps per iteration: step 100 of an env falls in iteration 4
-    proc, ckpt, digest = _faulty_run(cli, tmp_path, LIT_PPO_TEST_RAISE_AT="100")
-    _fails_cleanly(proc, FAULTY, "rank 0", "step()", "simulated simulator crash", "environment step")
+    # each of the 8 envs takes 32 steps per iteration: step 100 of an env falls in iteration 4; only
+    # sub-environment 3 (first reset with seed 1 + 3) is armed
+    proc, ckpt, digest = _faulty_run(cli, tmp_path, LIT_PPO_TEST_RAISE_AT="100", LIT_PPO_TEST_FAULTY_SEED="4")
+    _fails_cleanly(proc, FAULTY, "rank 0, sub-environment 3 at its step 100 (environment step 800 of this rank)",
+                   "step()", "simulated simulator crash")
     assert sha(ckpt) == digest
 
 

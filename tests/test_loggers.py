@@ -10,8 +10,11 @@ import yaml
 
 from tests.conftest import TB_AND_CSV_LOGGERS_YAML
 
-SMALL = ["--data.total_timesteps", "2560", "--trainer.enable_progress_bar", "false", "--model.lr", "3e-4"]
+SMALL = ["--data.total_timesteps", "2560", "--trainer.enable_progress_bar", "false", "--model.lr", "3e-4",
+         "--trainer.check_val_every_n_epoch", "5", "--data.eval_episodes", "2"]
 ROLLOUTS = 10  # 2560 steps / (8 envs x 32 steps)
+ENV_STEPS = [256 * (i + 1) for i in range(ROLLOUTS)]  # the step axis of every metric
+EVAL_STEPS = [1280, 2560]  # evaluations after rollouts 5 and 10
 
 LOGGERS_YAML = TB_AND_CSV_LOGGERS_YAML + """\
     - class_path: lightning.pytorch.loggers.MLFlowLogger
@@ -43,7 +46,8 @@ def test_tensorboard_scalars_and_hparams(three_loggers_run):
     events.Reload()
     returns = events.Scalars("rollout/return_mean")
     assert len(returns) == ROLLOUTS and all(e.value > 0 for e in returns)
-    assert events.Scalars("time/env_steps")[-1].value == 2560
+    assert [e.step for e in returns] == [e.value for e in events.Scalars("time/env_steps")] == ENV_STEPS
+    assert [e.step for e in events.Scalars("eval/return_mean")] == EVAL_STEPS
     content = events.PluginTagToContent("hparams")["_hparams_/session_start_info"]
     hparams = plugin_data_pb2.HParamsPluginData.FromString(content).session_start_info.hparams
     assert hparams["lr"].number_value == pytest.approx(3e-4)
@@ -52,9 +56,10 @@ def test_tensorboard_scalars_and_hparams(three_loggers_run):
 
 def test_csv_metrics_and_hparams(three_loggers_run):
     [version] = list((three_loggers_run / "logs/csv").glob("version_*"))
-    rows = [r for r in csv.DictReader((version / "metrics.csv").open()) if r["time/env_steps"]]
-    assert len(rows) == ROLLOUTS
-    assert float(rows[-1]["time/env_steps"]) == 2560
+    every = list(csv.DictReader((version / "metrics.csv").open()))
+    rows = [r for r in every if r["time/env_steps"]]
+    assert [int(r["step"]) for r in rows] == [float(r["time/env_steps"]) for r in rows] == ENV_STEPS
+    assert [int(r["step"]) for r in every if r["eval/return_mean"]] == EVAL_STEPS
     hparams = yaml.safe_load((version / "hparams.yaml").read_text())
     assert hparams["lr"] == 3e-4 and hparams["total_timesteps"] == 2560
 
@@ -69,6 +74,7 @@ def test_mlflow_local_store_metrics_and_params(three_loggers_run):
     history = client.get_metric_history(run.info.run_id, "rollout/return_mean")
     assert len(history) == ROLLOUTS and all(m.value > 0 for m in history)
     assert run.data.metrics["time/env_steps"] == 2560
+    assert [m.step for m in client.get_metric_history(run.info.run_id, "eval/return_mean")] == EVAL_STEPS
     artifacts = [a.path for a in client.list_artifacts(run.info.run_id, "videos")]
     assert sorted(artifacts) == ["videos/iter00005.mp4", "videos/iter00010.mp4"]
 
@@ -90,3 +96,14 @@ def test_wandb_offline(cli, tmp_path):
     assert summary["config"]["lr"] == 3e-4 and summary["config"]["env_id"] == "CartPole-v1"
     assert summary["summary"]["time/env_steps"] == 2560
     assert summary["summary"]["rollout/return_mean"] > 0
+
+
+def test_plot_draws_evaluations_at_the_env_steps_they_followed(three_loggers_run):
+    pytest.importorskip("matplotlib")
+    from lit_ppo.tools.plot import curve, find_runs, read_run
+
+    for logs in ("logs/csv", "logs/tb"):
+        [run] = find_runs(three_loggers_run / logs)
+        scalars = read_run(run)
+        assert curve(scalars, "eval/return_mean")[0].tolist() == EVAL_STEPS
+        assert curve(scalars, "rollout/return_mean")[0].tolist() == ENV_STEPS

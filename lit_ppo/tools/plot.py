@@ -3,7 +3,8 @@
 A run is a directory holding a CSVLogger ``metrics.csv`` or TensorBoard event files (``events.out.tfevents.*``);
 each RUN_DIR is searched recursively, so ``runs/cartpole`` finds every ``version_*`` run under it. Each RUN_DIR
 is one curve: the mean over the runs found under it (e.g. seeds) with a +-1 standard deviation band, and the
-single runs as thin lines. The x axis is ``time/env_steps``.
+single runs as thin lines. The x axis is the logged step, which for everything lit_ppo logs (rollout metrics,
+evaluations, videos) is the environment steps of all processes so far (``time/env_steps``).
 """
 
 import argparse
@@ -15,7 +16,6 @@ from typing import Optional
 
 import numpy as np
 
-X_METRIC = "time/env_steps"
 DEFAULT_METRICS = ("rollout/return_mean", "eval/return_mean")
 EVENT_GLOB = "events.out.tfevents.*"
 
@@ -35,7 +35,7 @@ def find_runs(root: Path) -> list[Path]:
 
 
 def read_run(run_dir: Path) -> dict[str, dict[int, float]]:
-    """Every scalar of one run as ``{name: {optimizer step: value}}``; ``metrics.csv`` wins over event files."""
+    """Every scalar of one run as ``{name: {step: value}}``; ``metrics.csv`` wins over event files."""
     csv_file = run_dir / "metrics.csv"
     return _read_csv(csv_file) if csv_file.exists() else _read_tensorboard(run_dir)
 
@@ -60,23 +60,11 @@ def _read_tensorboard(run_dir: Path) -> dict[str, dict[int, float]]:
 
 
 def curve(scalars: dict[str, dict[int, float]], metric: str) -> Optional[Curve]:
-    """``metric`` against environment steps, or None if the run did not log it (or no finite value).
-
-    A value logged at an optimizer step without ``time/env_steps`` (validation logs one step before the
-    rollout's metrics) takes the env steps logged at the same or the next step.
-    """
-    env_steps = scalars.get(X_METRIC, {})
-    if not env_steps:
-        return None
-    steps = np.array(sorted(env_steps))
-    points = []
-    for step, value in scalars.get(metric, {}).items():
-        index = int(np.searchsorted(steps, step))
-        if index < len(steps) and math.isfinite(value):
-            points.append((env_steps[int(steps[index])], value))
+    """``metric`` against its logged step (environment steps), or None if the run did not log a finite value."""
+    points = sorted((step, value) for step, value in scalars.get(metric, {}).items() if math.isfinite(value))
     if not points:
         return None
-    x, y = np.array(sorted(points)).T
+    x, y = np.array(points, dtype=float).T
     return x, y
 
 
@@ -95,7 +83,7 @@ def plot(groups: dict[str, list[Path]], metrics: list[str], out: Path, title: Op
     data = {label: [read_run(run) for run in runs] for label, runs in groups.items()}
     drawn = [m for m in metrics if any(curve(s, m) is not None for runs in data.values() for s in runs)]
     if not drawn:
-        raise PlotError(f"none of the runs logged {' or '.join(metrics)} with {X_METRIC}")
+        raise PlotError(f"none of the runs logged {' or '.join(metrics)}")
     fig = Figure(figsize=(7, 3.6 * len(drawn)), layout="constrained")
     axes = fig.subplots(len(drawn), 1, squeeze=False, sharex=True)[:, 0]
     for ax, metric in zip(axes, drawn):
