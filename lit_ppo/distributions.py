@@ -18,6 +18,13 @@ from lit_ppo.spaces import ActionSpec, BoxSpec, DiscreteSpec, MultiBinarySpec, M
 LOG_2PI = math.log(2 * math.pi)
 
 
+def _random_like(fn: Callable, like: Tensor, generator: Optional[torch.Generator]) -> Tensor:
+    """``torch.rand_like``/``randn_like``: shaped like a tensor rather than by its sizes, so an exported graph
+    keeps a dynamic batch axis; without a generator (an exported policy) through the overload ONNX can translate
+    (same numbers either way)."""
+    return fn(like) if generator is None else fn(like, generator=generator)
+
+
 def _categorical_sample(logits: Tensor, generator: Optional[torch.Generator]) -> Tensor:
     # argmax(p / E) with E ~ Exp(1) is an exact categorical sample (the exponential race).
     probs = logits.softmax(-1)
@@ -111,7 +118,7 @@ class BernoulliHead(DistributionHead):
         self.num_outputs = math.prod(self.action_shape)
 
     def sample(self, logits: Tensor, generator: Optional[torch.Generator] = None) -> Tensor:
-        uniform = torch.rand(logits.shape, generator=generator, dtype=logits.dtype, device=logits.device)
+        uniform = _random_like(torch.rand_like, logits, generator)
         return (uniform < logits.sigmoid()).float().reshape(*logits.shape[:-1], *self.action_shape)
 
     def mode(self, logits: Tensor) -> Tensor:
@@ -141,7 +148,7 @@ class DiagGaussianHead(DistributionHead):
 
     def sample(self, params: Tensor, generator: Optional[torch.Generator] = None) -> Tensor:
         mean, log_std = params.chunk(2, dim=-1)
-        noise = torch.randn(mean.shape, generator=generator, dtype=mean.dtype, device=mean.device)
+        noise = _random_like(torch.randn_like, mean, generator)
         return (mean + log_std.exp() * noise).reshape(*mean.shape[:-1], *self.action_shape)
 
     def mode(self, params: Tensor) -> Tensor:

@@ -80,10 +80,61 @@ def test_onnx_and_torchscript_act_like_the_module_in_a_fresh_process(cli, traine
     assert abs(got["samples"].mean() - logits.softmax(-1)[0, 1].item()) < 0.05
 
 
-def test_unsupported_format_and_missing_checkpoint_are_clear_errors(cli, trained):
+def test_unsupported_format_and_missing_checkpoint_are_clear_errors(trained, capsys):
+    from lit_ppo.tools.export import main
+
     run_dir, ckpt = trained
-    proc = cli("export", "--ckpt_path", ckpt, "--format", "tflite", cwd=run_dir, check=False)
-    assert proc.returncode == 2 and "invalid choice: 'tflite'" in proc.stderr and "onnx" in proc.stderr
-    proc = cli("export", "--ckpt_path", "missing.ckpt", "--format", "onnx", cwd=run_dir, check=False)
-    assert proc.returncode == 2 and "checkpoint not found: missing.ckpt" in proc.stderr
-    assert "Traceback" not in proc.stderr
+    with pytest.raises(SystemExit) as exit_info:  # argparse's own error
+        main(["--ckpt_path", str(ckpt), "--format", "tflite"])
+    err = capsys.readouterr().err
+    assert exit_info.value.code == 2 and "invalid choice: 'tflite'" in err and "onnx" in err
+    assert main(["--ckpt_path", "missing.ckpt", "--format", "onnx"]) == 2
+    assert "checkpoint not found: missing.ckpt" in capsys.readouterr().err
+
+
+ACTION_SPACES = {
+    "Discrete": gym.spaces.Discrete(3),
+    "MultiDiscrete": gym.spaces.MultiDiscrete([3, 2]),
+    "MultiBinary": gym.spaces.MultiBinary(3),
+    "Box": gym.spaces.Box(-2.0, 2.0, (2,), np.float32),
+}
+
+
+@pytest.mark.parametrize("name", list(ACTION_SPACES))
+def test_stochastic_export_samples_the_policy_distribution_for_every_action_space(tmp_path, name):
+    """``--stochastic`` for every action space, ONNX and TorchScript: the samples' statistics match the policy's
+    own distribution (4000 draws of one observation; the tolerances are > 6 standard errors)."""
+    from lit_ppo.networks import ActorCritic
+    from lit_ppo.spaces import action_spec, observation_spec, spec_to_dict
+    from lit_ppo.tools.export import DeployedPolicy, export_onnx, export_torchscript, run_exported
+
+    pytest.importorskip("onnxruntime")
+    obs_space, space = gym.spaces.Box(-1.0, 1.0, (3,), np.float32), ACTION_SPACES[name]
+    env_spec = {"env_id": name, "observation": spec_to_dict(observation_spec(obs_space)),
+                "action": spec_to_dict(action_spec(space))}
+    torch.manual_seed(0)
+    policy = ActorCritic.from_env_spec(env_spec).eval()
+    with torch.no_grad():
+        if policy.log_std is not None:
+            policy.log_std.fill_(-1.0)  # a std of exp(-1), not the initial 1: the test can tell them apart
+        example = torch.rand(2, 3)
+        params, _ = policy(example[:1])
+        model = DeployedPolicy(policy, deterministic=False).eval()
+        export_onnx(model, example, tmp_path / "policy.onnx")
+        export_torchscript(model, example, tmp_path / "policy.pt")
+        many = example[:1].repeat(4000, 1)
+        for fmt, path in (("onnx", tmp_path / "policy.onnx"), ("torchscript", tmp_path / "policy.pt")):
+            samples = run_exported(path, fmt, many).double()
+            assert samples.shape == (4000, *space.shape), fmt
+            if name == "Box":
+                mean, log_std = params[0].double().chunk(2)
+                torch.testing.assert_close(samples.mean(0), mean, atol=0.03, rtol=0)
+                torch.testing.assert_close(samples.std(0), log_std.exp(), atol=0.03, rtol=0)
+            elif name == "MultiBinary":
+                torch.testing.assert_close(samples.mean(0), params[0].double().sigmoid(), atol=0.05, rtol=0)
+            else:
+                nvec = [space.n] if name == "Discrete" else list(space.nvec)
+                columns = samples.view(4000, -1)
+                for i, logits in enumerate(params[0].double().split(nvec)):
+                    frequencies = torch.bincount(columns[:, i].long(), minlength=len(logits)).double() / 4000
+                    torch.testing.assert_close(frequencies, logits.softmax(-1), atol=0.05, rtol=0)
