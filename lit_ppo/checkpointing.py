@@ -28,10 +28,16 @@ class CheckpointError(ConfigError):
     """A checkpoint file cannot be used: missing, empty, corrupt, or from another environment or network."""
 
 
-def check_checkpoint_file(path: Optional[str]) -> None:
-    """Fail with the file's name before any training if ``path`` cannot be a loadable checkpoint."""
+# Model settings that decide the network's shape: a checkpoint loads only into the same ones.
+ARCHITECTURE_KEYS = {"hidden_sizes": "hidden sizes", "encoder": "encoder", "activation": "activation",
+                     "network": "network"}
+
+
+def check_checkpoint_file(path: Optional[str]) -> Optional[dict[str, Any]]:
+    """Fail with the file's name before any training if ``path`` cannot be a loadable checkpoint; returns the
+    checkpoint (None for Lightning's special paths such as ``last``)."""
     if path is None or str(path) in SPECIAL_CKPT_PATHS or str(path).startswith("registry:"):
-        return
+        return None
     if not os.path.exists(path):
         raise CheckpointError(f"ckpt_path: checkpoint file {path} does not exist. Check the path, or use "
                               "`--ckpt_path last` to resume from the checkpoint directory of the config.")
@@ -50,6 +56,28 @@ def check_checkpoint_file(path: Optional[str]) -> None:
                               "checkpoint.") from None
     if not isinstance(checkpoint, dict) or "state_dict" not in checkpoint:
         raise CheckpointError(f"ckpt_path: {path} holds no Lightning checkpoint (no 'state_dict').")
+    return checkpoint
+
+
+def _plain(value: Any) -> Any:
+    return list(value) if isinstance(value, (list, tuple)) else value
+
+
+def settings_from_checkpoint(saved: dict[str, Any], requested: dict[str, Any], defaults: dict[str, Any],
+                             path: str) -> list[str]:
+    """What resuming from checkpoint file ``path`` does to the model settings ``requested`` by the config and
+    command line: LightningCLI replaces them with the checkpoint's hyperparameters ``saved``.
+
+    An architecture setting requested explicitly (not left at its default in ``defaults``) that differs from the
+    checkpoint's is refused with :func:`check_compatible`'s message, as with ``--ckpt_path last``; every other
+    replaced setting is returned as ``"model.key: <checkpoint's> (not <requested>)"``.
+    """
+    explicit = {key: requested[key] for key in ARCHITECTURE_KEYS
+                if key in requested and _plain(requested[key]) != _plain(defaults.get(key))}
+    check_compatible(saved, {**saved, **explicit}, path)
+    return [f"model.{key}: {_plain(saved[key])!r} (not {_plain(requested[key])!r})"
+            for key in sorted(saved) if key in requested and key != "env_spec"
+            and _plain(saved[key]) != _plain(requested[key])]
 
 
 def check_compatible(saved: dict[str, Any], current: dict[str, Any], path: str = "the checkpoint") -> None:
@@ -59,9 +87,8 @@ def check_compatible(saved: dict[str, Any], current: dict[str, Any], path: str =
     for key, label in (("env_id", "environment"), ("observation", "observation space"), ("action", "action space")):
         if saved_spec.get(key) != spec.get(key):
             problems.append(f"{label}: checkpoint {saved_spec.get(key)!r}, this run {spec.get(key)!r}")
-    for key, label in (("hidden_sizes", "hidden sizes"), ("encoder", "encoder"), ("activation", "activation"),
-                       ("network", "network")):
-        was, now = (list(v) if isinstance(v, (list, tuple)) else v for v in (saved.get(key), current.get(key)))
+    for key, label in ARCHITECTURE_KEYS.items():
+        was, now = _plain(saved.get(key)), _plain(current.get(key))
         if was != now:
             problems.append(f"{label} (model.{key}): checkpoint {was!r}, this run {now!r}")
     if problems:

@@ -1,7 +1,9 @@
 """The command line: ``python -m lit_ppo fit|validate|test --config cartpole.yaml``, a LightningCLI."""
 
 import importlib
+import inspect
 import os
+import re
 import sys
 import warnings
 from pathlib import Path
@@ -9,12 +11,13 @@ from typing import Optional
 
 import torch
 from lightning.pytorch.accelerators import CPUAccelerator, CUDAAccelerator
+from lightning.fabric.utilities.exceptions import MisconfigurationException
 from lightning.pytorch.cli import LightningCLI
 from lightning.pytorch.utilities import rank_zero_only
 
 from lit_ppo.callbacks import default_callbacks
 from lit_ppo.data import PPODataModule
-from lit_ppo.checkpointing import check_checkpoint_file
+from lit_ppo.checkpointing import check_checkpoint_file, settings_from_checkpoint
 from lit_ppo.errors import ConfigError, EnvStepError, NonFiniteError
 from lit_ppo.module import PPOModule
 
@@ -65,8 +68,20 @@ class PPOCLI(LightningCLI):
         # Checked right after parsing: LightningCLI reads the checkpoint's hyperparameters next, and a missing,
         # empty or corrupt file should be named, not met as a torch.load traceback.
         subcommand = self.config.get("subcommand")
-        if subcommand:
-            check_checkpoint_file(self.config[subcommand].get("ckpt_path"))
+        if not subcommand:
+            return
+        ckpt_path = self.config[subcommand].get("ckpt_path")
+        checkpoint = check_checkpoint_file(ckpt_path)
+        if checkpoint is not None and checkpoint.get("hyper_parameters"):
+            # LightningCLI next replaces the model settings with the checkpoint file's: an architecture asked for
+            # explicitly is refused if it differs (as with `--ckpt_path last`), the rest is said once.
+            requested = self.config[subcommand]["model"]
+            requested = dict(vars(requested)) if not isinstance(requested, dict) else requested
+            defaults = {k: p.default for k, p in inspect.signature(PPOModule.__init__).parameters.items()}
+            replaced = settings_from_checkpoint(checkpoint["hyper_parameters"], requested, defaults, ckpt_path)
+            if replaced and rank_zero_only.rank == 0:
+                print(f"lit_ppo: model settings from {ckpt_path} (a checkpoint file's hyperparameters replace the "
+                      f"config's; `--ckpt_path last` keeps the config's): {'; '.join(replaced)}", file=sys.stderr)
 
     def _check_placement(self) -> None:
         """Placements that cannot work fail here, in the launching process, before any process or env starts."""
@@ -117,6 +132,24 @@ def shipped_config(path: str) -> str:
     return str(shipped) if shipped.exists() else path
 
 
+def explain_lightning_error(err: MisconfigurationException) -> ConfigError:
+    """Lightning's own configuration errors in lit_ppo's one-line form: the config key, the problem, the fix."""
+    message = str(err).strip()
+    if "Trainer(devices=" in message:
+        return ConfigError(f"trainer.devices: {message} Use a positive count (e.g. 1), a list of device indices "
+                           "or 'auto'.")
+    if "gpu backend" in message or "can not run on your system" in message:
+        return ConfigError(f"trainer.accelerator: {message} This machine has no usable GPU (CUDA available: "
+                           f"{torch.cuda.is_available()}); use --trainer.accelerator cpu or auto.")
+    restored = re.search(r"current_epoch=(\d+).*max_epochs=(-?\d+)", message)
+    if restored:
+        done = int(restored.group(1))
+        return ConfigError(f"trainer.max_epochs: {restored.group(2)} is below the checkpoint's {done} iterations "
+                           f"done; resume with --trainer.max_epochs above {done}, or -1 to train to "
+                           "data.total_timesteps. The checkpoint is unchanged.")
+    return ConfigError(f"trainer: {message}")
+
+
 def _quiet_known_warnings() -> None:
     # The first two are about setups lit_ppo never uses: worker processes (rollouts need num_workers=0) and per-step
     # logging (lit_ppo logs once per rollout, at epoch end).
@@ -149,10 +182,17 @@ def main(args: Optional[list[str]] = None) -> None:
             trainer_defaults={"max_epochs": -1, "num_sanity_val_steps": 0},
             save_config_kwargs={"overwrite": True},
         )
+    except MisconfigurationException as err:  # every rank meets the same configuration: said once
+        _fail(explain_lightning_error(err), every_rank=True)
     except (ConfigError, EnvStepError, NonFiniteError) as err:
-        if rank_zero_only.rank == 0 or not getattr(err, "every_rank", False):
-            print(f"lit_ppo: error: {err}", file=sys.stderr)
-        if torch.distributed.is_available() and torch.distributed.is_initialized():
-            # Every rank stops here together; left to interpreter exit, the process group aborts the process.
-            torch.distributed.destroy_process_group()
-        sys.exit(2)
+        _fail(err, getattr(err, "every_rank", False))
+
+
+def _fail(err: Exception, every_rank: bool) -> None:
+    """Print ``err`` as one line (on rank 0 only where every rank raised it) and exit with status 2."""
+    if rank_zero_only.rank == 0 or not every_rank:
+        print(f"lit_ppo: error: {err}", file=sys.stderr)
+    if torch.distributed.is_available() and torch.distributed.is_initialized():
+        # Every rank stops here together; left to interpreter exit, the process group aborts the process.
+        torch.distributed.destroy_process_group()
+    sys.exit(2)

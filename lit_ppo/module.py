@@ -277,7 +277,11 @@ class PPOModule(L.LightningModule):
 
     def on_load_checkpoint(self, checkpoint: dict[str, Any]) -> None:
         # Runs before the weights are loaded: a mismatch is named here instead of as a state_dict size error.
-        check_compatible(checkpoint.get("hyper_parameters", {}), dict(self.hparams))
+        try:
+            path = self.trainer.ckpt_path
+        except RuntimeError:  # load_from_checkpoint: no Trainer
+            path = None
+        check_compatible(checkpoint.get("hyper_parameters", {}), dict(self.hparams), str(path or "the checkpoint"))
         self.recent_episodes.load(checkpoint.get("lit_ppo_recent_episodes") or [], self.global_rank)
         self.env_steps = int(checkpoint.get("lit_ppo_env_steps", 0))
 

@@ -7,6 +7,10 @@ import gymnasium as gym
 import numpy as np
 import pytest
 
+# Imported at collection: Lightning's log handlers bind to the stderr of the moment they are made, which must not
+# be one test's captured stream (in-process CLI runs would then write to it after it is closed).
+import lit_ppo.cli  # noqa: F401
+
 REPO = Path(__file__).resolve().parents[1]
 
 
@@ -61,3 +65,27 @@ def run_cli(*args, cwd, timeout=300, check=True, extra_env=None):
 @pytest.fixture
 def cli():
     return run_cli
+
+
+@pytest.fixture
+def cli_in_process(monkeypatch, capsys):
+    """``python -m lit_ppo ...`` run in this process (for what needs no fresh process: parsing, bad input),
+    from ``cwd``, which is also on the import path as it is for ``python -m``. Returns returncode, stdout and
+    stderr as ``run_cli`` does."""
+    from types import SimpleNamespace
+
+    from lit_ppo.cli import main
+
+    def run(*args, cwd):
+        monkeypatch.chdir(cwd)
+        monkeypatch.syspath_prepend(str(cwd))
+        monkeypatch.setattr(sys, "argv", ["lit_ppo"])  # the command line is args alone
+        try:
+            main([str(a) for a in args])
+            code = 0
+        except SystemExit as exit_:
+            code = exit_.code if isinstance(exit_.code, int) else int(exit_.code is not None)
+        out = capsys.readouterr()
+        return SimpleNamespace(returncode=code, stdout=out.out, stderr=out.err)
+
+    return run

@@ -1,6 +1,7 @@
 """Bad settings fail fast, before any environment step or file is written, with the key and the fix named."""
 
 import pytest
+import torch
 
 # A user's environment module in the working directory, with an observation space lit_ppo does not support.
 TEXT_ENV = """
@@ -29,23 +30,32 @@ CASES = [
     (["--model.activation", "gelu"], ["model.activation", "'gelu'", "tanh"]),
     (["--model.network", "lit_ppo_no_such_pkg.Net"], ["model.network", "cannot import"]),
     (["--model.compile", "fast"], ["model.compile", "'fast'", "reduce-overhead"]),
+    # Lightning's own checks, in lit_ppo's form
+    (["--trainer.devices", "0"], ["trainer.devices", "devices='0'", "positive count"]),
 ]
 
 
 @pytest.mark.parametrize("override,expected", CASES, ids=[c[0][0] for c in CASES])
-def test_bad_setting_fails_fast_with_a_clear_message(cli, tmp_path, override, expected):
+def test_bad_setting_fails_fast_with_a_clear_message(cli_in_process, tmp_path, override, expected):
     (tmp_path / "lit_ppo_text_env.py").write_text(TEXT_ENV)
-    proc = cli("fit", "--config", "cartpole.yaml", *override, cwd=tmp_path, check=False)
-    assert proc.returncode != 0
+    proc = cli_in_process("fit", "--config", "cartpole.yaml", *override, cwd=tmp_path)
+    assert proc.returncode == 2
     for fragment in expected:
         assert fragment in proc.stderr, (fragment, proc.stderr[-2000:])
     assert "Traceback" not in proc.stderr
     assert not (tmp_path / "runs/cartpole/checkpoints").exists()
 
 
-def test_unknown_logger_class_is_rejected_at_parse_time_naming_the_key(cli, tmp_path):
-    proc = cli("fit", "--config", "cartpole.yaml", "--trainer.logger", "lightning.pytorch.loggers.NoSuchLogger",
-               cwd=tmp_path, check=False)
+@pytest.mark.skipif(torch.cuda.is_available(), reason="needs a machine without a GPU")
+def test_gpu_accelerator_without_a_gpu_names_the_key_and_the_fix(cli_in_process, tmp_path):
+    proc = cli_in_process("fit", "--config", "cartpole.yaml", "--trainer.accelerator", "gpu", cwd=tmp_path)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    assert "lit_ppo: error: trainer.accelerator:" in proc.stderr and "--trainer.accelerator cpu" in proc.stderr
+
+
+def test_unknown_logger_class_is_rejected_at_parse_time_naming_the_key(cli_in_process, tmp_path):
+    proc = cli_in_process("fit", "--config", "cartpole.yaml", "--trainer.logger",
+                          "lightning.pytorch.loggers.NoSuchLogger", cwd=tmp_path)
     assert proc.returncode != 0
     assert "trainer.logger" in proc.stderr and "NoSuchLogger" in proc.stderr
     assert not (tmp_path / "runs").exists()

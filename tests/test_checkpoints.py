@@ -109,11 +109,14 @@ def test_sigterm_and_sigint_save_last_ckpt_at_a_rollout_boundary_before_exit(tmp
     assert state["global_step"] < 2000 * 20
 
 
-@pytest.fixture
-def trained(cli, tmp_path):
-    """A short CartPole run's last.ckpt and its hash."""
-    cli("fit", *BASE, "--data.total_timesteps", "1024", "--trainer.logger", "false", cwd=tmp_path)
-    ckpt = tmp_path / "runs/cartpole/checkpoints/last.ckpt"
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory):
+    """A short CartPole run's last.ckpt (4 iterations) and its hash; tests that use it must leave it as it is."""
+    from tests.conftest import run_cli
+
+    run_dir = tmp_path_factory.mktemp("trained")
+    run_cli("fit", *BASE, "--data.total_timesteps", "1024", "--trainer.logger", "false", cwd=run_dir)
+    ckpt = run_dir / "runs/cartpole/checkpoints/last.ckpt"
     return ckpt, sha(ckpt)
 
 
@@ -125,10 +128,10 @@ def _fails_cleanly(proc, *fragments):
 
 
 @pytest.mark.parametrize("command", ["fit", "validate"])
-def test_checkpoint_of_another_environment_is_named_before_training(cli, tmp_path, trained, command):
+def test_checkpoint_of_another_environment_is_named_before_training(cli_in_process, tmp_path, trained, command):
     ckpt, digest = trained
-    proc = cli(command, *BASE, "--data.env_id", "Acrobot-v1", "--ckpt_path", ckpt, "--trainer.logger", "false",
-               cwd=tmp_path, check=False)
+    proc = cli_in_process(command, *BASE, "--data.env_id", "Acrobot-v1", "--ckpt_path", ckpt, "--trainer.logger",
+                          "false", cwd=tmp_path)
     _fails_cleanly(proc, str(ckpt), "observation space", "[4]", "[6]", "action space")
     assert sha(ckpt) == digest
 
@@ -143,8 +146,38 @@ def test_checkpoint_of_another_network_is_named(tmp_path, trained):
     assert sha(ckpt) == digest
 
 
+@pytest.mark.parametrize("ckpt_path", ["file", "last"])
+def test_resuming_with_another_network_is_refused_from_a_file_as_from_last(cli_in_process, tmp_path, trained,
+                                                                           ckpt_path):
+    ckpt, digest = trained
+    (tmp_path / "runs/cartpole/checkpoints").mkdir(parents=True)
+    (tmp_path / "runs/cartpole/checkpoints/last.ckpt").write_bytes(ckpt.read_bytes())
+    proc = cli_in_process("fit", *BASE, "--model.hidden_sizes", "[32]", "--trainer.logger", "false",
+                          "--ckpt_path", ckpt if ckpt_path == "file" else "last", cwd=tmp_path)
+    _fails_cleanly(proc, "does not fit this run", "hidden sizes (model.hidden_sizes): checkpoint [64, 64], this run [32]")
+    assert sha(ckpt) == sha(tmp_path / "runs/cartpole/checkpoints/last.ckpt") == digest
+
+
+def test_settings_a_checkpoint_file_replaces_are_said_once(cli_in_process, tmp_path, trained):
+    ckpt, _ = trained
+    proc = cli_in_process("validate", *BASE, "--model.lr", "0.0005", "--data.eval_episodes", "2", "--ckpt_path",
+                          ckpt, "--trainer.logger", "false", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    [said] = [line for line in proc.stderr.splitlines() if line.startswith("lit_ppo: model settings from")]
+    assert "model.lr: 0.001 (not 0.0005)" in said and "hidden_sizes" not in said
+
+
+def test_resuming_with_max_epochs_below_the_checkpoint_names_the_key(cli_in_process, tmp_path, trained):
+    ckpt, digest = trained
+    proc = cli_in_process("fit", *BASE, "--trainer.max_epochs", "2", "--ckpt_path", ckpt, "--trainer.logger",
+                          "false", cwd=tmp_path)
+    _fails_cleanly(proc, "lit_ppo: error: trainer.max_epochs: 2 is below the checkpoint's 4 iterations done",
+                   "-1 to train to data.total_timesteps")
+    assert sha(ckpt) == digest
+
+
 @pytest.mark.parametrize("kind", ["missing", "empty", "corrupt", "truncated"])
-def test_unusable_checkpoint_file_is_named_without_a_traceback(cli, tmp_path, trained, kind):
+def test_unusable_checkpoint_file_is_named_without_a_traceback(cli_in_process, tmp_path, trained, kind):
     ckpt, digest = trained
     bad = tmp_path / f"{kind}.ckpt"
     if kind == "empty":
@@ -153,7 +186,7 @@ def test_unusable_checkpoint_file_is_named_without_a_traceback(cli, tmp_path, tr
         bad.write_bytes(b"not a checkpoint at all")
     elif kind == "truncated":
         bad.write_bytes(ckpt.read_bytes()[: ckpt.stat().st_size // 2])
-    proc = cli("fit", *BASE, "--ckpt_path", bad, "--trainer.logger", "false", cwd=tmp_path, check=False)
+    proc = cli_in_process("fit", *BASE, "--ckpt_path", bad, "--trainer.logger", "false", cwd=tmp_path)
     _fails_cleanly(proc, f"{kind}.ckpt", {"missing": "does not exist", "empty": "empty", "corrupt": "corrupt",
                                           "truncated": "corrupt"}[kind])
     assert sha(ckpt) == digest

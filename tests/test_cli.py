@@ -63,11 +63,11 @@ def test_cartpole_fast_stops_once_an_evaluation_solves_it(cli, tmp_path):
     assert (tmp_path / "runs/cartpole_fast/checkpoints/last.ckpt").exists()
 
 
-def test_help_and_a_misspelt_subcommand_list_every_subcommand(cli, tmp_path):
+def test_help_and_a_misspelt_subcommand_list_every_subcommand(cli_in_process, tmp_path):
     # `fit ...` builds only fit's parser (start-up); everything else still sees all four subcommands.
-    out = cli("--help", cwd=tmp_path).stdout
+    out = cli_in_process("--help", cwd=tmp_path).stdout
     for subcommand in ("fit", "validate", "test", "predict"):
         assert subcommand in out, subcommand
-    assert "--trainer.gradient_clip_val" in cli("fit", "--help", cwd=tmp_path).stdout
-    proc = cli("fitt", "--config", "cartpole.yaml", cwd=tmp_path, check=False)
+    assert "--trainer.gradient_clip_val" in cli_in_process("fit", "--help", cwd=tmp_path).stdout
+    proc = cli_in_process("fitt", "--config", "cartpole.yaml", cwd=tmp_path)
     assert proc.returncode != 0 and "fitt" in proc.stderr and "validate" in proc.stderr, proc.stderr[-2000:]

@@ -96,19 +96,19 @@ def test_profile_prints_the_cpu_row_and_says_why_others_are_absent(cli, tmp_path
     # one process more than this machine has cores (a fixed number passed on 2 cores and failed on 16)
     (["--trainer.strategy", "ddp", "--trainer.devices", str((os.cpu_count() or 1) + 1)], ["trainer.devices", "CPU core"]),
 ], ids=["actor_cuda", "devices_over_cores"])
-def test_impossible_placement_fails_fast(cli, tmp_path, override, expected):
+def test_impossible_placement_fails_fast(cli_in_process, tmp_path, override, expected):
     if override[:2] == ["--model.actor_device", "cuda"] and torch.cuda.is_available():
         pytest.skip("CUDA is available here, so the placement is possible")
-    proc = cli("fit", "--config", "cartpole.yaml", *override, cwd=tmp_path, check=False)
-    assert proc.returncode != 0
+    proc = cli_in_process("fit", "--config", "cartpole.yaml", *override, cwd=tmp_path)
+    assert proc.returncode == 2
     for fragment in expected:
         assert fragment in proc.stderr, proc.stderr[-2000:]
     assert "Traceback" not in proc.stderr
     assert not (tmp_path / "runs/cartpole/checkpoints").exists()
 
 
-def test_precision_typo_is_rejected_naming_the_key(cli, tmp_path):
-    proc = cli("fit", "--config", "cartpole.yaml", "--trainer.precision", "16-mixd", cwd=tmp_path, check=False)
+def test_precision_typo_is_rejected_naming_the_key(cli_in_process, tmp_path):
+    proc = cli_in_process("fit", "--config", "cartpole.yaml", "--trainer.precision", "16-mixd", cwd=tmp_path)
     assert proc.returncode != 0 and "trainer.precision" in proc.stderr and "16-mixd" in proc.stderr
 
 
