@@ -59,6 +59,28 @@ def check_checkpoint_file(path: Optional[str]) -> Optional[dict[str, Any]]:
     return checkpoint
 
 
+def check_fresh_checkpoint_dirs(trainer: "L.Trainer", resuming: bool) -> None:
+    """A new run (not resuming) must not share a checkpoint directory with an earlier run's checkpoints.
+
+    Lightning would keep the old ``best.ckpt`` and write this run's as ``best-v1.ckpt`` while overwriting
+    ``last.ckpt``: ``--ckpt_path .../best.ckpt`` would then silently load the old run's policy.
+    """
+    if resuming:
+        return
+    for callback in trainer.checkpoint_callbacks:
+        dirpath = getattr(callback, "dirpath", None)
+        if not dirpath or not os.path.isdir(dirpath):
+            continue  # None: Lightning puts checkpoints in the logger's new version directory
+        earlier = sorted(name for name in os.listdir(dirpath) if name.endswith(".ckpt"))
+        if earlier:
+            raise ConfigError(
+                f"trainer.callbacks: ModelCheckpoint dirpath {dirpath} already holds an earlier run's checkpoints ({', '.join(earlier)}). "
+                "A new run there would leave the old best.ckpt beside its own best-v1.ckpt. Continue that run with "
+                "`--ckpt_path last`, move or delete those files, or give this run another dirpath "
+                "(--trainer.default_root_dir does not move a configured dirpath)."
+            )
+
+
 def _plain(value: Any) -> Any:
     return list(value) if isinstance(value, (list, tuple)) else value
 

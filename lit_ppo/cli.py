@@ -17,7 +17,7 @@ from lightning.pytorch.utilities import rank_zero_only
 
 from lit_ppo.callbacks import default_callbacks
 from lit_ppo.data import PPODataModule
-from lit_ppo.checkpointing import check_checkpoint_file, settings_from_checkpoint
+from lit_ppo.checkpointing import check_checkpoint_file, check_fresh_checkpoint_dirs, settings_from_checkpoint
 from lit_ppo.errors import ConfigError, EnvStepError, NonFiniteError
 from lit_ppo.module import PPOModule
 
@@ -100,8 +100,12 @@ class PPOCLI(LightningCLI):
                 "Use 'cpu' or 'auto', or --trainer.accelerator gpu."
             )
 
+    def before_fit(self) -> None:
+        self._check_placement()
+        check_fresh_checkpoint_dirs(self.trainer, resuming=self.config["fit"].get("ckpt_path") is not None)
+
     # LightningCLI calls before_<subcommand>() after instantiating everything, before the Trainer runs.
-    before_fit = before_validate = before_test = before_predict = _check_placement
+    before_validate = before_test = before_predict = _check_placement
 
     def instantiate_trainer(self, **kwargs):
         # lit_ppo's progress bar (environment steps) and predict's CSV writer, where the config has none.

@@ -167,6 +167,16 @@ def test_settings_a_checkpoint_file_replaces_are_said_once(cli_in_process, tmp_p
     assert "model.lr: 0.001 (not 0.0005)" in said and "hidden_sizes" not in said
 
 
+def test_a_new_run_refuses_a_checkpoint_directory_holding_an_earlier_runs(cli_in_process, trained):
+    ckpt, digest = trained
+    before = {p.name: sha(p) for p in ckpt.parent.iterdir()}
+    proc = cli_in_process("fit", *BASE, "--data.total_timesteps", "1024", "--trainer.logger", "false",
+                          cwd=ckpt.parents[3])
+    _fails_cleanly(proc, "trainer.callbacks: ModelCheckpoint dirpath", "already holds an earlier run's checkpoints",
+                   "last.ckpt", "--ckpt_path last")
+    assert {p.name: sha(p) for p in ckpt.parent.iterdir()} == before and sha(ckpt) == digest
+
+
 def test_resuming_with_max_epochs_below_the_checkpoint_names_the_key(cli_in_process, tmp_path, trained):
     ckpt, digest = trained
     proc = cli_in_process("fit", *BASE, "--trainer.max_epochs", "2", "--ckpt_path", ckpt, "--trainer.logger",
