@@ -37,6 +37,8 @@ class Rollout:
         episode_returns, episode_lengths: ``[E]`` every episode that finished during this rollout.
         timings: milliseconds of collection by phase (:data:`TIMING_KEYS`), plus any one-off measurement of the
             actor's placement (``act_cpu_us``, ``act_learner_us``).
+        nonfinite: which of the environments' outputs held NaN/inf in this rollout (``"rewards"``,
+            ``"observations"``), so that a non-finite loss can name its cause.
         explained_variance: how well the acting values predicted ``returns`` (1 perfect, 0 a constant).
         env_steps: environment steps of all processes together, this rollout included.
         budget_fraction: the fraction of the step budget done before this rollout (0.0 for the first): what
@@ -55,6 +57,7 @@ class Rollout:
     episode_returns: Tensor
     episode_lengths: Tensor
     timings: dict[str, float] = field(default_factory=dict)
+    nonfinite: tuple[str, ...] = ()
     explained_variance: float = float("nan")
     env_steps: int = 0
     budget_fraction: float = 0.0

@@ -189,12 +189,17 @@ class SaveLastOnStop(Checkpoint):
 
     @staticmethod
     def _save_last(trainer: "L.Trainer") -> list[str]:
-        paths = []
+        """``last.ckpt`` in the directory of every ModelCheckpoint that keeps one (``save_last``, or
+        ``filename: last`` as the shipped configs have it)."""
+        paths: list[str] = []
         for callback in trainer.checkpoint_callbacks:
-            if isinstance(callback, ModelCheckpoint) and callback.save_last and callback.dirpath:
+            if not isinstance(callback, ModelCheckpoint) or not callback.dirpath:
+                continue
+            if callback.save_last or callback.filename == callback.CHECKPOINT_NAME_LAST:
                 path = os.path.join(callback.dirpath, callback.CHECKPOINT_NAME_LAST + callback.FILE_EXTENSION)
-                trainer.save_checkpoint(path, weights_only=False)
-                paths.append(path)
+                if path not in paths:
+                    trainer.save_checkpoint(path, weights_only=False)
+                    paths.append(path)
         return paths
 
     def on_exception(self, trainer: "L.Trainer", pl_module: "L.LightningModule", exception: BaseException) -> None:

@@ -154,7 +154,8 @@ def explain_lightning_error(err: MisconfigurationException) -> ConfigError:
     return ConfigError(f"trainer: {message}")
 
 
-def _quiet_known_warnings() -> None:
+def _quiet_known_warnings(subcommand: Optional[str]) -> None:
+    """Silence warnings about things a lit_ppo user cannot act on; everything else is left as it is."""
     # The first two are about setups lit_ppo never uses: worker processes (rollouts need num_workers=0) and per-step
     # logging (lit_ppo logs once per rollout, at epoch end).
     warnings.filterwarnings("ignore", message=".*IterableDataset. has .__len__. defined.*")
@@ -163,6 +164,13 @@ def _quiet_known_warnings() -> None:
     warnings.filterwarnings("ignore", message=".*overridden `transfer_batch_to_device`.*")
     # The progress-bar/monitor keys are computed from already-reduced values: identical on every rank.
     warnings.filterwarnings("ignore", message=".*when logging on epoch level in distributed setting.*")
+    # Lightning 2.6's own pytree helper calls an API torch deprecated (torch.utils._pytree.LeafSpec): printed on
+    # every fit and validate, nothing for a user to change.
+    warnings.filterwarnings("ignore", message=r".*isinstance\(treespec, LeafSpec\)` is deprecated.*",
+                            category=FutureWarning)
+    if subcommand in ("validate", "test", "predict"):
+        # Evaluation saves no checkpoint: which directory a ModelCheckpoint would save to does not matter there.
+        warnings.filterwarnings("ignore", message=".*The dirpath has changed from.*")
 
 
 def main(args: Optional[list[str]] = None) -> None:
@@ -171,7 +179,7 @@ def main(args: Optional[list[str]] = None) -> None:
     if argv and argv[0] in TOOL_COMMANDS:
         module_name, function = TOOL_COMMANDS[argv[0]].split(":")
         sys.exit(getattr(importlib.import_module(module_name), function)(argv[1:]))
-    _quiet_known_warnings()
+    _quiet_known_warnings(argv[0] if argv else None)
     if args is None:
         sys.argv[1:] = resolve_config_paths(sys.argv[1:])
     else:

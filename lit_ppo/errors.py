@@ -22,4 +22,9 @@ def require(condition: bool, key: str, message: str) -> None:
 
 
 class NonFiniteError(RuntimeError):
-    """A loss term or the parameters became NaN/inf; the message names the iteration and the quantity."""
+    """A loss term or the parameters became NaN/inf; the message names the iteration, the quantity and the cause
+    where the rollout shows one. ``every_rank``: as for :class:`EnvStepError`."""
+
+    def __init__(self, message: str, every_rank: bool = False) -> None:
+        super().__init__(message)
+        self.every_rank = every_rank

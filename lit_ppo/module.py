@@ -19,11 +19,12 @@ from lit_ppo.acting import ACTOR_DEVICES
 from lit_ppo.batch import Rollout
 from lit_ppo.checkpointing import SaveLastOnStop, check_compatible
 from lit_ppo.classpath import ClassPathConfig
-from lit_ppo.errors import ConfigError, NonFiniteError, require
+from lit_ppo.errors import ConfigError, require
 from lit_ppo.rollout_logging import RecentEpisodes, RolloutLogging
 from lit_ppo.objective import PPOObjective
 from lit_ppo.losses import LOSS_NAMES
 from lit_ppo.networks import ActorCritic
+from lit_ppo.nonfinite import MODES as NONFINITE_MODES, NonFiniteGuard
 
 RECENT_EPISODES = 100  # rollout/return_mean is over each process's last 100 finished episodes
 COMPILE_CHOICES = (False, True, "default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
@@ -56,9 +57,12 @@ class PPOModule(L.LightningModule):
             of the learner's weights, refreshed once per rollout), ``learner`` (the learner's network on its
             accelerator: an upload and a download every step), ``auto`` (measured at the first rollout; the
             decision and both timings are logged). ``cuda`` means ``learner`` and needs a CUDA learner.
-        on_nonfinite: what a NaN/inf loss does: ``stop`` training with an error naming the iteration and the loss
-            term (checked once per rollout, before any checkpoint of it is saved), or ``skip`` that minibatch's
-            update (checked every step, which costs a host-device sync per step on an accelerator).
+        on_nonfinite: what a NaN/inf loss does: ``stop`` training with an error naming the iteration, the loss
+            term and the cause where the rollout shows one (checked once per rollout, before any checkpoint of it is
+            saved), or ``skip`` that minibatch's update (checked every step, which costs a host-device sync per step
+            on an accelerator; logged as ``stats/skipped_updates`` and warned about) (:mod:`lit_ppo.nonfinite`).
+        max_skipped_rollouts: with ``on_nonfinite: skip``, stop with the same error after this many rollouts in a
+            row whose every update was skipped.
         compile: run the minibatch objective and its backward (:class:`lit_ppo.objective.PPOObjective`) through
             ``torch.compile``: ``true`` or a ``torch.compile`` mode (``reduce-overhead`` adds CUDA graphs on a GPU);
             it falls back to eager with a message where compiling fails. Off by default:
@@ -85,6 +89,7 @@ class PPOModule(L.LightningModule):
         target_kl: Optional[float] = None,
         actor_device: str = "cpu",
         on_nonfinite: str = "stop",
+        max_skipped_rollouts: int = 3,
         compile: Union[bool, str] = False,
     ) -> None:
         super().__init__()
@@ -101,7 +106,8 @@ class PPOModule(L.LightningModule):
         require(target_kl is None or target_kl > 0, "model.target_kl", f"must be positive or null, got {target_kl}.")
         require(actor_device in ACTOR_DEVICES, "model.actor_device",
                 f"must be one of {ACTOR_DEVICES}, got {actor_device!r}.")
-        require(on_nonfinite in ("stop", "skip"), "model.on_nonfinite", f"must be 'stop' or 'skip', got {on_nonfinite!r}.")
+        require(on_nonfinite in NONFINITE_MODES, "model.on_nonfinite", f"must be 'stop' or 'skip', got {on_nonfinite!r}.")
+        require(max_skipped_rollouts >= 1, "model.max_skipped_rollouts", f"must be >= 1, got {max_skipped_rollouts}.")
         require(compile in COMPILE_CHOICES, "model.compile", f"must be one of {COMPILE_CHOICES}, got {compile!r}.")
         self.save_hyperparameters()
         self.automatic_optimization = False  # several optimizer steps per Lightning step: see the module docstring
@@ -109,6 +115,7 @@ class PPOModule(L.LightningModule):
                                                 activation=activation, network=network)
         self.objective = PPOObjective(self.policy, vf_coef, ent_coef, clip_vloss, compile)
         self.recent_episodes = RecentEpisodes(RECENT_EPISODES)
+        self.nonfinite = NonFiniteGuard(on_nonfinite, max_skipped_rollouts)
         self.rollout_metrics: dict[str, float] = {}  # the latest rollout's metrics, as the loggers got them
         self.rollout_logging = RolloutLogging()
         self.env_steps = 0  # environment steps of all processes so far: the step every metric is logged at
@@ -168,7 +175,8 @@ class PPOModule(L.LightningModule):
         lr = hp.lr * (remaining if hp.anneal_lr else 1.0)
         clip_coef = hp.clip_coef * (remaining if hp.anneal_clip else 1.0)
         sums, updates, skipped = self._update(rollout, lr, clip_coef)
-        self._check_finite(sums)
+        self.nonfinite.check_rollout(sums, list(self.policy.parameters()), updates, skipped, rollout.nonfinite,
+                                     self.trainer.strategy, self.current_epoch + 1, self.global_step)
         self._update_normalization(rollout)
         self._summary = dict(rollout=rollout, sums=sums, updates=updates, skipped=skipped, lr=lr, clip_coef=clip_coef,
                              learn_ms=(time.perf_counter() - start) * 1e3)
@@ -190,7 +198,7 @@ class PPOModule(L.LightningModule):
             else:
                 minibatch = self.objective.prepare(rollout.samples(idx), hp.norm_adv)
             loss, terms = self.objective(minibatch, clip_coef)
-            if hp.on_nonfinite == "skip" and not bool(torch.isfinite(terms).all()):
+            if self.nonfinite.skip(terms, self.trainer.strategy):
                 skipped += 1
                 continue
             sums += terms  # no sync here: a non-finite term carries into the sums, checked once per rollout
@@ -211,22 +219,6 @@ class PPOModule(L.LightningModule):
         # Optional early stop of a rollout's updates on a KL jump (one host sync per step when on).
         mean_kl = sums[LOSS_NAMES.index("stats/approx_kl")] / updates
         return bool(self.trainer.strategy.reduce(mean_kl, reduce_op="mean") > 1.5 * self.hparams.target_kl)
-
-    def _check_finite(self, sums: Tensor) -> None:
-        """Stop before this rollout's state can reach a checkpoint if any update was non-finite."""
-        sums = self.trainer.strategy.reduce(sums, reduce_op="sum")
-        params_ok = torch.stack([p.sum() for p in self.policy.parameters()]).isfinite().all()
-        finite = torch.cat([sums.isfinite(), params_ok.view(1)]).tolist()  # one host sync
-        if all(finite):
-            return
-        terms = [name for name, ok in zip(LOSS_NAMES, finite) if not ok]
-        what = ", ".join(terms) if terms else "the parameters after an update (a gradient overflowed)"
-        raise NonFiniteError(
-            f"non-finite values at iteration {self.current_epoch + 1} (global step {self.global_step}): {what}. "
-            "Training stopped; the last checkpoint saved before this iteration is unchanged. Look for NaN/inf "
-            "rewards or observations (try data.normalize_reward / normalize_obs), or lower model.lr; "
-            "model.on_nonfinite=skip drops such minibatches instead of stopping."
-        )
 
     def _update_normalization(self, rollout: Rollout) -> None:
         # After the updates, so that acting on a rollout and learning from it use the same statistics. Pooled over
@@ -274,6 +266,7 @@ class PPOModule(L.LightningModule):
     def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
         checkpoint["lit_ppo_recent_episodes"] = self.recent_episodes.state(self.trainer.world_size)
         checkpoint["lit_ppo_env_steps"] = self.env_steps
+        checkpoint["lit_ppo_nonfinite"] = self.nonfinite.state_dict()
 
     def on_load_checkpoint(self, checkpoint: dict[str, Any]) -> None:
         # Runs before the weights are loaded: a mismatch is named here instead of as a state_dict size error.
@@ -284,6 +277,7 @@ class PPOModule(L.LightningModule):
         check_compatible(checkpoint.get("hyper_parameters", {}), dict(self.hparams), str(path or "the checkpoint"))
         self.recent_episodes.load(checkpoint.get("lit_ppo_recent_episodes") or [], self.global_rank)
         self.env_steps = int(checkpoint.get("lit_ppo_env_steps", 0))
+        self.nonfinite.load_state_dict(checkpoint.get("lit_ppo_nonfinite", {}))
 
     # -- evaluation (validate / test / predict) ---------------------------------------------------------------------
     def _log_evaluation(self, batch: dict[str, Tensor]) -> None:

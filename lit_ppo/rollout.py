@@ -102,6 +102,8 @@ class RolloutCollector:
         data["episode_returns"] = torch.tensor(episodes[0], dtype=torch.float32)
         data["episode_lengths"] = torch.tensor(episodes[1], dtype=torch.float32)
         data["timings"] = timings
+        data["nonfinite"] = tuple(name for name, values in (("rewards", self.rewards), ("observations", buf["obs"]))
+                                  if values.is_floating_point() and not bool(values.isfinite().all()))
         self.iterations += 1
         return data
 

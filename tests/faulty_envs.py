@@ -5,7 +5,7 @@ Importing this module registers ``LitPPOTest/Faulty-v0``; the CLI reaches it as
 The fault is chosen by environment variables read at step time, so a run resumed from a checkpoint (whose
 pickled environments carry their step counters) can meet a fault the first run did not:
 ``LIT_PPO_TEST_RAISE_AT=N`` raises at this env instance's N-th step, ``LIT_PPO_TEST_NAN_AT=N`` returns a
-NaN reward there. ``LIT_PPO_TEST_FAULTY_SEED=S`` arms the fault only in the sub-environment first reset with seed
+NaN reward there, ``LIT_PPO_TEST_NAN_FROM=N`` at every step from the N-th on. ``LIT_PPO_TEST_FAULTY_SEED=S`` arms the fault only in the sub-environment first reset with seed
 ``S`` (sub-environment ``i`` of rank ``r`` gets ``data.seed + r * num_envs + i``).
 """
 
@@ -33,7 +33,8 @@ class FaultyEnv(gym.Env):
         armed = os.environ.get("LIT_PPO_TEST_FAULTY_SEED") in (None, str(self.first_seed))
         if armed and self.total_steps == int(os.environ.get("LIT_PPO_TEST_RAISE_AT", -1)):
             raise RuntimeError("simulated simulator crash")
-        nan = armed and self.total_steps == int(os.environ.get("LIT_PPO_TEST_NAN_AT", -1))
+        nan = armed and (self.total_steps == int(os.environ.get("LIT_PPO_TEST_NAN_AT", -1))
+                         or 0 < int(os.environ.get("LIT_PPO_TEST_NAN_FROM", 0)) <= self.total_steps)
         reward = float("nan") if nan else float(action)
         return self.np_random.uniform(-1, 1, 2).astype(np.float32), reward, False, False, {}
 

@@ -43,11 +43,11 @@ def test_videos_are_written_and_handed_to_loggers_that_take_them(video_run):
     frames = iio.imread(version / "videos/iter00010.mp4", plugin="FFMPEG")
     assert frames.shape == (40, 400, 600, 3)  # CartPole's render, max_frames of it
     assert frames.std() > 0  # not a blank picture
-    # TensorBoard got it through add_video (an animated GIF image summary), at the optimizer step.
+    # TensorBoard got it through add_video (an animated GIF image summary), at the env steps of its iteration.
     events = EventAccumulator(str(version))
     events.Reload()
     images = events.Images("eval/video")
-    assert [i.step for i in images] == [100, 200]
+    assert [i.step for i in images] == [1280, 2560]
     assert all(i.encoded_image_string.startswith(b"GIF8") and i.width == 300 for i in images)  # a preview
     # The CSV logger takes no media (MLflow's artifacts: tests/test_loggers.py).
     assert "iter00010.mp4 -> add_video\n" in proc.stdout

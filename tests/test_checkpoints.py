@@ -4,6 +4,7 @@ Everything runs through the CLI in fresh processes with real checkpoint files.""
 
 import csv
 import hashlib
+import math
 import os
 import signal
 import subprocess
@@ -71,6 +72,16 @@ def _popen(args, cwd):
     env = dict(os.environ, PYTHONUNBUFFERED="1")
     return subprocess.Popen([sys.executable, "-m", "lit_ppo", *args], cwd=cwd, env=env, stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, text=True)
+
+
+def test_last_ckpt_is_written_every_period_whether_or_not_the_return_improved(cli_in_process, tmp_path):
+    # The Faulty env's rewards are its random actions: the monitored return goes up and down.
+    proc = cli_in_process("fit", *BASE, "--data.env_id", FAULTY, "--data.total_timesteps", str(8 * 256),
+                          "--trainer.logger", "false", "--trainer.callbacks.init_args.every_n_epochs", "1",
+                          "--trainer.callbacks+=tests.ddp_probe.LastCheckpointProbe", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    # at the start of iterations 2..8: the state after the iteration before (20 updates each)
+    assert torch.load(tmp_path / "last_ckpt_steps.pt") == [20 * i for i in range(1, 8)]
 
 
 def test_sigkill_then_resume_continues_from_the_saved_step(cli, tmp_path):
@@ -224,7 +235,7 @@ def test_environment_that_raises_is_named_and_the_checkpoint_is_intact(cli, tmp_
 
 def test_nan_loss_stops_with_iteration_and_quantity_and_keeps_the_last_good_checkpoint(cli, tmp_path):
     proc, ckpt, digest = _faulty_run(cli, tmp_path, LIT_PPO_TEST_NAN_AT="100")
-    _fails_cleanly(proc, "non-finite", "iteration 4", "losses/value")
+    _fails_cleanly(proc, "non-finite", "iteration 4", "losses/value", "the rollout's rewards were non-finite")
     assert sha(ckpt) == digest
     state = torch.load(ckpt, weights_only=False)
     assert state["global_step"] == 3 * 20
@@ -240,6 +251,23 @@ def test_nan_loss_can_skip_the_update_instead(cli, tmp_path):
     assert sum(skipped) > 0 and skipped[0] == 0  # the NaN reward arrives in iteration 2
     state = torch.load(tmp_path / "runs/cartpole/checkpoints/last.ckpt", weights_only=False)
     assert all(torch.isfinite(v).all() for v in state["state_dict"].values() if v.is_floating_point())
+
+
+def test_skipping_stops_once_whole_rollouts_are_skipped_in_a_row_and_logs_their_losses_as_nan(cli, tmp_path):
+    # NaN rewards from each env's 70th step on (iteration 3): iterations 3, 4 and 5 skip every update.
+    args = ["fit", *BASE, "--data.env_id", FAULTY, "--data.total_timesteps", str(10 * 256), *_csv("logs"),
+            "--model.on_nonfinite", "skip", "--trainer.callbacks.init_args.every_n_epochs", "1"]
+    proc = cli(*args, cwd=tmp_path, check=False, extra_env={"LIT_PPO_TEST_NAN_FROM": "70"})
+    _fails_cleanly(proc, "every update of the last 3 rollouts was skipped", "iteration 5",
+                   "the rollout's rewards were non-finite", "model.max_skipped_rollouts")
+    for iteration in (3, 4):
+        assert f"lit_ppo: iteration {iteration}: 20 of 20 updates skipped (non-finite loss)" in proc.stderr
+    [metrics] = (tmp_path / "logs").glob("*/version_*/metrics.csv")
+    rows = [r for r in csv.DictReader(metrics.open()) if r.get("time/env_steps")]
+    assert [float(r["stats/skipped_updates"]) for r in rows] == [0, 0, 20, 20]
+    assert [math.isnan(float(r["losses/value"])) for r in rows] == [False, False, True, True]
+    # saved after iteration 2: iterations 3 and 4 took no optimizer step, which Lightning does not save again
+    assert torch.load(tmp_path / "runs/cartpole/checkpoints/last.ckpt", weights_only=False)["global_step"] == 40
 
 
 def test_a_save_that_fails_mid_write_leaves_the_previous_last_ckpt(tmp_path, monkeypatch):

@@ -1,7 +1,9 @@
-"""Faults in multi-process runs, for real: 2 gloo processes (Lightning's DDP launcher, and torchrun as two nodes),
-a signal to one rank only, an environment that fails on one rank only."""
+"""Multi-process runs for real, on gloo: a signal to one rank only, an environment failing on one rank only
+(Lightning's DDP launcher, 2 processes), and two torchrun "nodes" on this machine."""
 
+import csv
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -46,7 +48,8 @@ def test_sigterm_to_rank_0_only_stops_both_ranks_after_the_same_rollout(tmp_path
     out, _ = proc.communicate(timeout=120)
     assert proc.returncode == 0, out
     assert "saved" in out and "--ckpt_path last" in out, out
-    assert "Traceback" not in out and "Connection closed" not in out, out
+    for noise in ("Traceback", "Connection closed", "LeafSpec"):
+        assert noise not in out, out
     state = torch.load(last, weights_only=False)
     assert first_step < state["global_step"] < 4000 * 20 and state["global_step"] % 20 == 0
     # Both ranks' rollout streams are in it, at the same iteration.
@@ -65,3 +68,35 @@ def test_an_environment_failing_on_rank_1_only_stops_every_rank_with_one_error_l
     assert "on rank 1, sub-environment 2 at its step 40" in errors[0] and "simulated simulator crash" in errors[0]
     for noise in ("Traceback", "Connection closed", "terminate called"):
         assert noise not in out, out
+
+
+def test_two_torchrun_nodes_train_one_policy_and_count_both_nodes_steps(tmp_path):
+    """The README's multi-node recipe with two nodes of one process each, each node in its own directory."""
+    torchrun = shutil.which("torchrun")
+    assert torchrun, "torchrun comes with torch"
+    args = ["--config", "cartpole.yaml", "--trainer.enable_progress_bar", "false", "--trainer.num_nodes", "2",
+            "--trainer.strategy", "ddp", "--trainer.devices", "1", "--data.total_timesteps", "5120",
+            "--trainer.logger", "lightning.pytorch.loggers.CSVLogger", "--trainer.logger.save_dir", "logs",
+            "--trainer.callbacks+=tests.ddp_probe.RankProbe"]
+    port = str(29400 + os.getpid() % 500)
+    nodes = []
+    for rank in (0, 1):
+        (tmp_path / f"node{rank}").mkdir()
+        nodes.append(subprocess.Popen(
+            [torchrun, "--nnodes", "2", "--nproc_per_node", "1", "--node_rank", str(rank), "--master_addr",
+             "127.0.0.1", "--master_port", port, "-m", "lit_ppo", "fit", *args],
+            cwd=tmp_path / f"node{rank}", env=_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
+    outs = [node.communicate(timeout=300)[0] for node in nodes]
+    assert [node.returncode for node in nodes] == [0, 0], outs
+    r0 = torch.load(tmp_path / "node0/rank0.pt", weights_only=True)
+    r1 = torch.load(tmp_path / "node1/rank1.pt", weights_only=True)
+    assert r0["world_size"] == r1["world_size"] == 2
+    for key, value in r0["params"].items():  # one policy across both nodes
+        assert torch.equal(value, r1["params"][key]), key
+    # The budget and the logged steps count both nodes: 5120 / (8 envs x 32 steps x 2 nodes) = 10 iterations,
+    # logged by global rank 0 on node 0.
+    [metrics] = (tmp_path / "node0/logs").glob("*/version_*/metrics.csv")
+    steps = [float(r["time/env_steps"]) for r in csv.DictReader(metrics.open()) if r["time/env_steps"]]
+    assert steps == [512.0 * i for i in range(1, 11)]
+    assert torch.load(tmp_path / "node0/runs/cartpole/checkpoints/last.ckpt", weights_only=False)["global_step"] == 200
+    assert not (tmp_path / "node1/logs").exists()  # loggers write on global rank 0 only
