@@ -1,7 +1,8 @@
 """PPO on any gymnasium environment, with acting on the CPU and learning wherever the Lightning Trainer says."""
 
 from lit_ppo.batch import Rollout
-from lit_ppo.data import PPODataModule, RolloutDataset
+from lit_ppo.data import PPODataModule
+from lit_ppo.datasets import RolloutDataset
 from lit_ppo.module import PPOModule
 
 __all__ = ["PPODataModule", "PPOModule", "Rollout", "RolloutDataset"]

@@ -1,4 +1,4 @@
-"""The rollout stream: an ``IterableDataset`` that plays the envs on the CPU, wrapped in a ``LightningDataModule``.
+"""The data module: environments, rollout settings and the step budget, around the datasets of :mod:`lit_ppo.datasets`.
 
 How PPO maps onto Lightning: **one Lightning epoch = one rollout = one Lightning step.** Each ``__iter__``
 collects one rollout of ``num_envs x num_steps`` steps with the latest weights and yields it once, whole, as a
@@ -13,100 +13,19 @@ and whether it is the last one.
 """
 
 import os
-import time
-from collections.abc import Callable, Iterator
 from typing import Any, Optional, Union
 
 import lightning as L
 import torch
 from lightning.pytorch.utilities import rank_zero_warn
-from torch import Tensor
-from torch.utils.data import DataLoader, IterableDataset
+from torch.utils.data import DataLoader
 
 from lit_ppo.acting import Actor
-from lit_ppo.batch import Rollout
 from lit_ppo.checkpointing import global_rng_states, set_global_rng_states
 from lit_ppo.envs import VECTORIZATION_MODES, describe_spaces, make_evaluation_env, make_vector_env
-from lit_ppo.errors import ConfigError, EnvStepError, require
-from lit_ppo.evaluation import evaluate_policy
+from lit_ppo.datasets import EvaluationDataset, RolloutDataset
+from lit_ppo.errors import ConfigError, require
 from lit_ppo.rollout import RolloutCollector
-
-
-class RolloutDataset(IterableDataset):
-    """Yields one fresh :class:`lit_ppo.batch.Rollout` per iteration (see the module docstring).
-
-    Args:
-        collector: plays this process's environments.
-        actor: gives the policy to act with at each rollout (:class:`lit_ppo.acting.Actor`).
-        update_epochs, minibatch_size: the update's passes and minibatch size, for ``minibatch_indices``.
-        steps_per_iteration: environment steps of one rollout of all processes together.
-        num_iterations: rollouts in the budget.
-        first_failure: with several processes, makes an environment failure collective: given this process's
-            failure message (or None), returns the first failing rank's message on every rank (or None). Every
-            rank then stops with the same error instead of waiting in a collective for the one that failed.
-    """
-
-    def __init__(self, collector: RolloutCollector, actor: Actor, update_epochs: int, minibatch_size: int,
-                 steps_per_iteration: int, num_iterations: int,
-                 first_failure: Optional[Callable[[Optional[str]], Optional[str]]] = None) -> None:
-        self.collector, self.actor, self.first_failure = collector, actor, first_failure
-        self.update_epochs, self.minibatch_size = update_epochs, minibatch_size
-        self.steps_per_iteration, self.num_iterations = steps_per_iteration, num_iterations
-        self.rollout_size = collector.num_steps * collector.num_envs
-
-    def __len__(self) -> int:
-        return 1
-
-    def minibatch_indices(self) -> Tensor:
-        """``update_epochs`` independent permutations of the rollout, split into minibatches."""
-        orders = [torch.randperm(self.rollout_size, generator=self.collector.generator)
-                  for _ in range(self.update_epochs)]
-        return torch.stack(orders).view(self.update_epochs, -1, self.minibatch_size)
-
-    def _collect(self, policy) -> dict[str, Any]:
-        if self.first_failure is None:
-            return self.collector.collect(policy)
-        try:
-            data, failure = self.collector.collect(policy), None
-        except EnvStepError as err:
-            data, failure = None, err
-        message = self.first_failure(None if failure is None else str(failure))
-        if message is not None:
-            raise EnvStepError(message, every_rank=True) from failure
-        return data
-
-    def __iter__(self) -> Iterator[Rollout]:
-        done_before = self.collector.iterations
-        t0 = time.perf_counter()
-        policy = self.actor.for_rollout(self.collector.next_obs)
-        sync_ms = (time.perf_counter() - t0) * 1e3
-        data = self._collect(policy)
-        data["timings"].update(sync_ms=sync_ms, **self.actor.take_measurements())
-        yield Rollout(
-            **data,
-            minibatch_indices=self.minibatch_indices(),
-            env_steps=(done_before + 1) * self.steps_per_iteration,
-            budget_fraction=done_before / max(self.num_iterations, 1),
-            final=done_before + 1 >= self.num_iterations,
-        )
-
-
-class EvaluationDataset(IterableDataset):
-    """One item: the returns and lengths of ``episodes`` deterministic episodes on fresh environments."""
-
-    def __init__(self, make_envs: Callable[[], Any], acting_policy: Callable[[], Any], episodes: int, seed: int):
-        self.make_envs, self.acting_policy, self.episodes, self.seed = make_envs, acting_policy, episodes, seed
-
-    def __len__(self) -> int:
-        return 1
-
-    def __iter__(self) -> Iterator[dict[str, Tensor]]:
-        envs = self.make_envs()
-        try:
-            returns, lengths = evaluate_policy(self.acting_policy(), envs, self.episodes, self.seed)
-        finally:
-            envs.close()
-        yield {"returns": returns, "lengths": lengths}
 
 
 class PPODataModule(L.LightningDataModule):

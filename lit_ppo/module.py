@@ -64,10 +64,8 @@ class PPOModule(L.LightningModule):
         max_skipped_rollouts: with ``on_nonfinite: skip``, stop with the same error after this many rollouts in a
             row whose every update was skipped.
         compile: run the minibatch objective and its backward (:class:`lit_ppo.objective.PPOObjective`) through
-            ``torch.compile``: ``true`` or a ``torch.compile`` mode (``reduce-overhead`` adds CUDA graphs on a GPU);
-            it falls back to eager with a message where compiling fails. Off by default:
-            compiling costs seconds at start-up (``docs/performance.md``). Acting stays eager: compiled, it was
-            slower in the rollout loop here.
+            ``torch.compile``: ``true`` or a mode (``reduce-overhead``: CUDA graphs on a GPU); eager with a message
+            where compiling fails. Off by default: it costs seconds at start-up (``docs/performance.md``).
     """
 
     def __init__(

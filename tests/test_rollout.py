@@ -4,7 +4,8 @@ from lit_ppo.acting import Actor
 from lit_ppo.batch import Rollout
 from lit_ppo.envs import make_vector_env
 from lit_ppo.module import PPOModule
-from lit_ppo.data import PPODataModule, RolloutDataset
+from lit_ppo.data import PPODataModule
+from lit_ppo.datasets import RolloutDataset
 from lit_ppo.rollout import RolloutCollector
 
 
