@@ -1,7 +1,7 @@
-"""The CLI end to end, in fresh processes, as a user runs it (from a directory without the repo's configs)."""
+"""The CLI end to end as a user runs it (from a directory without the repo's configs): in fresh processes where the
+process matters, in this one for parsing and short fits."""
 
 import csv
-from pathlib import Path
 
 import torch
 
@@ -35,19 +35,21 @@ def test_fit_with_overrides_and_csv_logger_then_validate(cli, tmp_path):
         assert "LeafSpec" not in output and "dirpath has changed" not in output
 
 
-def test_print_config_round_trips(cli, tmp_path):
-    printed = cli("fit", "--config", "cartpole.yaml", "--model.ent_coef", "0.02", "--print_config", cwd=tmp_path).stdout
+def test_print_config_round_trips(cli_in_process, tmp_path):
+    printed = cli_in_process("fit", "--config", "cartpole.yaml", "--model.ent_coef", "0.02", "--print_config",
+                             cwd=tmp_path).stdout
     (tmp_path / "printed.yaml").write_text(printed)
     assert "env_spec" not in printed  # derived from the environment, never repeated in a config
-    again = cli("fit", "--config", "printed.yaml", "--print_config", cwd=tmp_path).stdout
+    again = cli_in_process("fit", "--config", "printed.yaml", "--print_config", cwd=tmp_path).stdout
     assert again == printed
-    cli("fit", "--config", "printed.yaml", *SMALL, cwd=tmp_path)
+    proc = cli_in_process("fit", "--config", "printed.yaml", *SMALL, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
     assert (tmp_path / "runs/cartpole/checkpoints/last.ckpt").exists()
 
 
-def test_shipped_configs_resolve_from_any_directory(cli, tmp_path):
+def test_shipped_configs_resolve_from_any_directory(cli_in_process, tmp_path):
     assert not (tmp_path / "cartpole.yaml").exists()
-    out = cli("fit", "--config", "cartpole.yaml", "--print_config", cwd=tmp_path).stdout
+    out = cli_in_process("fit", "--config", "cartpole.yaml", "--print_config", cwd=tmp_path).stdout
     assert "CartPole-v1" in out
 
 

@@ -125,10 +125,12 @@ model:
 """
 
 
-def test_a_users_network_from_a_config_trains_and_its_checkpoint_validates(cli, tmp_path):
+def test_a_users_network_from_a_config_trains_and_its_checkpoint_validates(cli, cli_in_process, tmp_path):
     (tmp_path / "net.yaml").write_text(USER_NETWORK_YAML)
     common = ["--config", "cartpole.yaml", "--config", "net.yaml", "--trainer.enable_progress_bar", "false"]
-    cli("fit", *common, "--data.total_timesteps", "2560", "--trainer.callbacks.dirpath", "ckpt", cwd=tmp_path)
+    proc = cli_in_process("fit", *common, "--data.total_timesteps", "2560", "--trainer.callbacks.dirpath", "ckpt",
+                          cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
     checkpoint = torch.load(tmp_path / "ckpt" / "last.ckpt", weights_only=True)
     assert checkpoint["hyper_parameters"]["network"] == {"class_path": "tests.user_networks.Torso",
                                                          "init_args": {"width": 32}}

@@ -3,11 +3,13 @@
 import csv
 
 
-def test_predict_writes_one_row_per_episode(cli, tmp_path):
-    cli("fit", "--config", "cartpole.yaml", "--data.total_timesteps", "2560", "--trainer.enable_progress_bar",
-        "false", cwd=tmp_path)
+def test_predict_writes_one_row_per_episode(cli_in_process, tmp_path):
+    proc = cli_in_process("fit", "--config", "cartpole.yaml", "--data.total_timesteps", "2560",
+                          "--trainer.enable_progress_bar", "false", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
     ckpt = tmp_path / "runs/cartpole/checkpoints/last.ckpt"
-    proc = cli("predict", "--ckpt_path", ckpt, "--data.eval_episodes", "7", cwd=tmp_path)
+    proc = cli_in_process("predict", "--ckpt_path", ckpt, "--data.eval_episodes", "7", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
     [written] = list(tmp_path.glob("lightning_logs/version_*/episodes.csv"))  # the log dir, without a config
     assert "predict: 7 episodes" in proc.stdout and str(written.relative_to(tmp_path)) in proc.stdout
     rows = list(csv.DictReader(written.open()))
