@@ -140,6 +140,29 @@ def set_global_rng_states(states: dict[str, Any]) -> None:
     random.setstate((version, tuple(internal), gauss))
 
 
+class PeriodicCheckpoint(ModelCheckpoint):
+    """Lightning's ``ModelCheckpoint`` with one change: ``save_last`` writes ``last.ckpt`` every ``every_n_epochs``
+    iterations whether or not the monitored checkpoint was saved that iteration.
+
+    Lightning 2.6's ``save_last`` writes ``last.ckpt`` only when a monitored (top-k) checkpoint is saved, so a run
+    whose return stopped improving would resume from long before it was stopped. ``last.ckpt`` is also written at
+    the end of training and on SIGTERM/SIGINT (:class:`SaveLastOnStop`). Everything else (``monitor``,
+    ``save_top_k``, ``filename`` of the monitored checkpoint, ``every_n_epochs``) is ``ModelCheckpoint``'s.
+    """
+
+    def __init__(self, dirpath: Optional[str] = None, filename: Optional[str] = None, monitor: Optional[str] = None,
+                 save_last: bool = True, every_n_epochs: Optional[int] = None, **kwargs: Any) -> None:
+        super().__init__(dirpath=dirpath, filename=filename, monitor=monitor, save_last=False,
+                         every_n_epochs=every_n_epochs, **kwargs)
+        self.periodic_last = save_last
+        self.last_every_n_epochs = every_n_epochs or 1
+
+    def on_train_epoch_end(self, trainer: "L.Trainer", pl_module: "L.LightningModule") -> None:
+        super().on_train_epoch_end(trainer, pl_module)
+        if self.periodic_last and self.dirpath and (trainer.current_epoch + 1) % self.last_every_n_epochs == 0:
+            trainer.save_checkpoint(os.path.join(self.dirpath, self.CHECKPOINT_NAME_LAST + self.FILE_EXTENSION))
+
+
 class SaveLastOnStop(Checkpoint):
     """``last.ckpt`` always holds the state training stopped in: at the end of training (ModelCheckpoint saves
     only every ``every_n_epochs``), and on SIGTERM or SIGINT, where it finishes the current rollout's updates,
@@ -189,13 +212,12 @@ class SaveLastOnStop(Checkpoint):
 
     @staticmethod
     def _save_last(trainer: "L.Trainer") -> list[str]:
-        """``last.ckpt`` in the directory of every ModelCheckpoint that keeps one (``save_last``, or
-        ``filename: last`` as the shipped configs have it)."""
+        """``last.ckpt`` in the directory of every ModelCheckpoint that keeps one."""
         paths: list[str] = []
         for callback in trainer.checkpoint_callbacks:
             if not isinstance(callback, ModelCheckpoint) or not callback.dirpath:
                 continue
-            if callback.save_last or callback.filename == callback.CHECKPOINT_NAME_LAST:
+            if callback.save_last or getattr(callback, "periodic_last", False):
                 path = os.path.join(callback.dirpath, callback.CHECKPOINT_NAME_LAST + callback.FILE_EXTENSION)
                 if path not in paths:
                     trainer.save_checkpoint(path, weights_only=False)
