@@ -62,6 +62,17 @@ def run_cli(*args, cwd, timeout=300, check=True, extra_env=None):
     return proc
 
 
+def wait_for_file(path: Path, proc: subprocess.Popen, timeout: float = 120) -> None:
+    """Wait until ``path`` exists while ``proc`` runs (a checkpoint to appear before a signal is sent)."""
+    import time
+
+    deadline = time.monotonic() + timeout
+    while not path.exists():
+        assert proc.poll() is None, proc.communicate()
+        assert time.monotonic() < deadline, f"{path} did not appear"
+        time.sleep(0.05)
+
+
 @pytest.fixture
 def cli():
     return run_cli

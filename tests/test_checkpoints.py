@@ -19,6 +19,7 @@ import torch
 
 from lit_ppo import PPODataModule, PPOModule
 from lit_ppo.checkpointing import CheckpointError
+from tests.conftest import wait_for_file
 
 BASE = ["--config", "cartpole.yaml", "--trainer.enable_progress_bar", "false"]
 FAULTY = "tests.faulty_envs:LitPPOTest/Faulty-v0"
@@ -60,14 +61,6 @@ def test_stop_and_resume_is_bit_identical_to_one_run(cli, tmp_path):
     assert len(logged_full) == 12 and logged_part == logged_full
 
 
-def _wait_for(path: Path, proc: subprocess.Popen, timeout: float = 120) -> None:
-    deadline = time.monotonic() + timeout
-    while not path.exists():
-        assert proc.poll() is None, proc.communicate()
-        assert time.monotonic() < deadline, "no checkpoint appeared"
-        time.sleep(0.05)
-
-
 def _popen(args, cwd):
     env = dict(os.environ, PYTHONUNBUFFERED="1")
     return subprocess.Popen([sys.executable, "-m", "lit_ppo", *args], cwd=cwd, env=env, stdout=subprocess.PIPE,
@@ -89,7 +82,7 @@ def test_sigkill_then_resume_continues_from_the_saved_step(cli, tmp_path):
             "--trainer.callbacks.init_args.every_n_epochs", "2"]
     proc = _popen(args, tmp_path)
     last = tmp_path / "runs/cartpole/checkpoints/last.ckpt"
-    _wait_for(last, proc)
+    wait_for_file(last, proc)
     time.sleep(0.3)
     proc.send_signal(signal.SIGKILL)
     proc.wait()
@@ -108,7 +101,7 @@ def test_sigterm_and_sigint_save_last_ckpt_at_a_rollout_boundary_before_exit(tmp
     args = ["fit", *BASE, "--data.total_timesteps", str(2000 * 256), "--trainer.logger", "false"]
     proc = _popen(args, tmp_path)
     last = tmp_path / "runs/cartpole/checkpoints/last.ckpt"
-    _wait_for(last, proc)  # the first periodic save (iteration 10)
+    wait_for_file(last, proc)  # the first periodic save (iteration 10)
     first_step = torch.load(last, weights_only=False)["global_step"]
     time.sleep(0.5)
     proc.send_signal(sig)

@@ -8,11 +8,10 @@ import signal
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import torch
 
-from tests.conftest import REPO
+from tests.conftest import REPO, wait_for_file
 
 DDP = ["--config", "cartpole.yaml", "--trainer.enable_progress_bar", "false", "--trainer.logger", "false",
        "--trainer.strategy", "ddp", "--trainer.devices", "2"]
@@ -29,19 +28,11 @@ def _popen(args, cwd, **extra_env) -> subprocess.Popen:
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
 
 
-def _wait_for(path: Path, proc: subprocess.Popen, timeout: float = 120) -> None:
-    deadline = time.monotonic() + timeout
-    while not path.exists():
-        assert proc.poll() is None, proc.communicate()
-        assert time.monotonic() < deadline, "no checkpoint appeared"
-        time.sleep(0.05)
-
-
 def test_sigterm_to_rank_0_only_stops_both_ranks_after_the_same_rollout(tmp_path):
     # Lightning's DDP launcher: the process started here is rank 0, rank 1 its child; only rank 0 gets the signal.
     proc = _popen(["fit", *DDP, "--data.total_timesteps", str(4000 * 512)], tmp_path)
     last = tmp_path / "runs/cartpole/checkpoints/last.ckpt"
-    _wait_for(last, proc)  # the first periodic save (iteration 10)
+    wait_for_file(last, proc)  # the first periodic save (iteration 10)
     first_step = torch.load(last, weights_only=False)["global_step"]
     time.sleep(0.5)
     proc.send_signal(signal.SIGTERM)
