@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 
 from typing import Optional
 
+import torch
 from torch import Tensor
 
 # The keys of Rollout.timings, milliseconds of this rollout's collection, each measured where the work happens.
@@ -26,20 +27,25 @@ class Rollout:
         actions: the sampled actions (``[B, *action_shape]``), as stored before clipping to a Box's bounds.
         logprobs, values: the acting policy's log-probability of each action and its value estimate.
         advantages, returns: GAE(lambda) advantages and ``advantages + values``.
+        weights: ``[B]`` float, 1 for a real transition and 0 for the reset step of a next-step-autoreset vector
+            env (whose action was ignored): the weight of each sample in every loss term and in advantage
+            normalization. Empty when every sample is real (same-step autoreset), so the update skips the
+            weighting altogether.
 
     The update's order:
         minibatch_indices: ``[update_epochs, num_minibatches, minibatch_size]`` long: row ``e, m`` picks the
             samples of minibatch ``m`` of pass ``e``.
 
     Statistics and bookkeeping:
-        reward_returns: ``[B]`` discounted returns of the raw rewards, from which the reward scale is estimated
-            (empty when reward normalization is off).
+        reward_returns: discounted returns of the raw rewards at the real transitions, from which the reward scale
+            is estimated (empty when reward normalization is off).
         episode_returns, episode_lengths: ``[E]`` every episode that finished during this rollout.
         timings: milliseconds of collection by phase (:data:`TIMING_KEYS`), plus any one-off measurement of the
             actor's placement (``act_cpu_us``, ``act_learner_us``).
         nonfinite: which of the environments' outputs held NaN/inf in this rollout (``"rewards"``,
             ``"observations"``), so that a non-finite loss can name its cause.
-        explained_variance: how well the acting values predicted ``returns`` (1 perfect, 0 a constant).
+        explained_variance: how well the acting values predicted ``returns`` on the real transitions (1 perfect, 0
+            a constant).
         env_steps: environment steps of all processes together, this rollout included.
         budget_fraction: the fraction of the step budget done before this rollout (0.0 for the first): what
             learning-rate and clip annealing follow.
@@ -57,6 +63,7 @@ class Rollout:
     episode_returns: Tensor
     episode_lengths: Tensor
     timings: dict[str, float] = field(default_factory=dict)
+    weights: Tensor = field(default_factory=lambda: torch.zeros(0))
     nonfinite: tuple[str, ...] = ()
     explained_variance: float = float("nan")
     env_steps: int = 0
@@ -70,10 +77,12 @@ class Rollout:
         return int(self.advantages.shape[0])
 
     def samples(self, index: Optional[Tensor] = None) -> dict[str, Tensor]:
-        """The per-sample tensors, all of them or the rows ``index`` (a minibatch)."""
+        """The per-sample tensors (with ``weights`` where there are any), all of them or the rows ``index`` (a
+        minibatch)."""
+        names = self.SAMPLE_FIELDS + (("weights",) if self.weights.numel() else ())
         if index is None:
-            return {name: getattr(self, name) for name in self.SAMPLE_FIELDS}
-        return {name: getattr(self, name)[index] for name in self.SAMPLE_FIELDS}
+            return {name: getattr(self, name) for name in names}
+        return {name: getattr(self, name)[index] for name in names}
 
     def pin_memory(self) -> "Rollout":
         """Page-locked copies (the DataLoader calls this with ``pin_memory=True``), so that the one copy per rollout

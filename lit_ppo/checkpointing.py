@@ -160,7 +160,8 @@ class PeriodicCheckpoint(ModelCheckpoint):
     def on_train_epoch_end(self, trainer: "L.Trainer", pl_module: "L.LightningModule") -> None:
         super().on_train_epoch_end(trainer, pl_module)
         if self.periodic_last and self.dirpath and (trainer.current_epoch + 1) % self.last_every_n_epochs == 0:
-            trainer.save_checkpoint(os.path.join(self.dirpath, self.CHECKPOINT_NAME_LAST + self.FILE_EXTENSION))
+            path = os.path.join(self.dirpath, self.CHECKPOINT_NAME_LAST + self.FILE_EXTENSION)
+            trainer.save_checkpoint(path, weights_only=False)
 
 
 class SaveLastOnStop(Checkpoint):

@@ -49,7 +49,10 @@ class PPODataModule(L.LightningDataModule):
         gae_lambda: GAE lambda.
         update_epochs: passes over each rollout (PPO's K epochs).
         minibatch_size: samples per optimizer step; must divide ``num_envs * num_steps``.
-        vectorization: ``sync`` (one process; best for cheap envs) or ``async`` (a subprocess per env).
+        vectorization: ``sync`` (one process; best for cheap envs), ``async`` (a subprocess per env), ``native``
+            (the env's own vectorized implementation, e.g. CartPole's), ``envpool``, or the class path (or
+            ``{class_path, init_args}``) of a function returning your own ``gymnasium.vector.VectorEnv`` for
+            ``num_envs=...`` (:func:`lit_ppo.envs.make_vector_env`). Same-step and next-step autoreset both work.
         eval_episodes: deterministic episodes played by ``validate``/``test`` (and validation during fit).
         seed: base seed of the environments and of action sampling; rank r uses ``seed + r * num_envs``.
             ``None`` takes the value of ``seed_everything``.
@@ -69,7 +72,7 @@ class PPODataModule(L.LightningDataModule):
         gae_lambda: float = 0.95,
         update_epochs: int = 4,
         minibatch_size: int = 128,
-        vectorization: str = "sync",
+        vectorization: Union[str, dict[str, Any]] = "sync",
         eval_episodes: int = 20,
         seed: Optional[int] = None,
     ) -> None:
@@ -81,7 +84,9 @@ class PPODataModule(L.LightningDataModule):
         require(0.0 <= gae_lambda <= 1.0, "data.gae_lambda", f"must be in [0, 1], got {gae_lambda}.")
         require(update_epochs > 0, "data.update_epochs", f"must be positive, got {update_epochs}.")
         require(eval_episodes > 0, "data.eval_episodes", f"must be positive, got {eval_episodes}.")
-        require(vectorization in VECTORIZATION_MODES, "data.vectorization", f"must be one of {VECTORIZATION_MODES}.")
+        require(vectorization in VECTORIZATION_MODES or isinstance(vectorization, dict) or "." in str(vectorization),
+                "data.vectorization", f"must be one of {VECTORIZATION_MODES} or the class path of a function that "
+                f"returns a gymnasium.vector.VectorEnv, got {vectorization!r}.")
         rollout_size = num_envs * num_steps
         require(
             0 < minibatch_size <= rollout_size and rollout_size % minibatch_size == 0,
@@ -91,7 +96,7 @@ class PPODataModule(L.LightningDataModule):
         )
         self.save_hyperparameters()
         # Validates the id and the spaces now, before any Trainer exists; linked into the model by the CLI.
-        self.env_spec = describe_spaces(env_id, env_kwargs, wrappers)
+        self.env_spec = describe_spaces(env_id, env_kwargs, wrappers, vectorization, num_envs)
         self.env_spec.update(normalize_obs=normalize_obs, normalize_reward=normalize_reward)
         self.train_dataset: Optional[RolloutDataset] = None
         self.actor: Optional[Actor] = None
@@ -192,7 +197,7 @@ class PPODataModule(L.LightningDataModule):
 
         def make_envs():
             # The environment's native vector env where it has one (faster), else the sync one training uses.
-            return make_evaluation_env(hp.env_id, hp.eval_episodes, hp.env_kwargs, hp.wrappers)
+            return make_evaluation_env(hp.env_id, hp.eval_episodes, hp.env_kwargs, hp.wrappers, hp.vectorization)
 
         dataset = EvaluationDataset(make_envs, self._require_actor().for_evaluation, hp.eval_episodes, seed)
         return DataLoader(dataset, batch_size=None)

@@ -25,8 +25,9 @@ from lit_ppo.classpath import ClassPathConfig, resolve
 from lit_ppo.errors import ConfigError
 from lit_ppo.spaces import UnsupportedSpaceError, action_spec, observation_spec, spec_to_dict
 
-VECTORIZATION_MODES = ("sync", "async")
+VECTORIZATION_MODES = ("sync", "async", "native", "envpool")
 WrapperConfig = ClassPathConfig
+Vectorization = Union[str, dict[str, Any]]  # one of VECTORIZATION_MODES, or a factory's class path config
 
 
 # -- making environments ----------------------------------------------------------------------------------------
@@ -92,24 +93,113 @@ def make_env(
 def make_vector_env(
     env_id: str,
     num_envs: int,
-    vectorization: str = "sync",
+    vectorization: Vectorization = "sync",
     env_kwargs: Optional[dict[str, Any]] = None,
     wrappers: Optional[Sequence[WrapperConfig]] = None,
     **make_kwargs: Any,
 ) -> gym.vector.VectorEnv:
-    """A vector env of :func:`make_env` environments with same-step autoreset and episode statistics.
+    """``num_envs`` environments as one vector env, with gymnasium's episode statistics on top.
 
-    Same-step autoreset hands the real final observation over in ``info["final_obs"]`` at the step that ends an
-    episode, which truncation bootstrapping needs (gymnasium's default, next-step, would need a masked reset step).
+    ``vectorization`` (``data.vectorization``):
+
+    - ``sync`` / ``async``: :func:`make_env` environments in ``SyncVectorEnv`` / ``AsyncVectorEnv`` with same-step
+      autoreset (the final observation of a truncated episode arrives in ``info["final_obs"]``); ``wrappers``
+      wrap each environment;
+    - ``native``: the environment's own vector implementation (``gymnasium.make_vec(env_id,
+      vectorization_mode="vector_entry_point")``, e.g. ``CartPoleVectorEnv``: all environments in one numpy call);
+    - ``envpool``: ``envpool.make(env_id, env_type="gymnasium")`` (optional: ``pip install 'lit_ppo[envpool]'``);
+    - a class path (or ``{class_path, init_args}``) of a function or class that returns a
+      ``gymnasium.vector.VectorEnv`` when called with ``num_envs=...`` and the ``init_args``.
+
+    For the last three, ``wrappers`` must be vector wrappers (``gymnasium.vector.VectorWrapper`` subclasses, such as
+    ``gymnasium.wrappers.vector.NormalizeObservation``) and wrap the vector env. Whatever builds it, the vector env's
+    autoreset mode is read from its ``metadata["autoreset_mode"]`` (:func:`autoreset_mode`), never assumed.
     """
-    if vectorization not in VECTORIZATION_MODES:
-        raise ConfigError(f"data.vectorization: {vectorization!r} is not one of {VECTORIZATION_MODES}.")
-    # A partial of a module-level function with plain-data arguments pickles into async workers, which
-    # resolve the id (and import a user's module) themselves.
-    make_one = functools.partial(make_env, env_id, env_kwargs, list(wrappers or []), **make_kwargs)
-    vector_cls = gym.vector.SyncVectorEnv if vectorization == "sync" else gym.vector.AsyncVectorEnv
-    envs = vector_cls([make_one] * num_envs, autoreset_mode=AutoresetMode.SAME_STEP)
+    if vectorization in ("sync", "async"):
+        # A partial of a module-level function with plain-data arguments pickles into async workers, which
+        # resolve the id (and import a user's module) themselves.
+        make_one = functools.partial(make_env, env_id, env_kwargs, list(wrappers or []), **make_kwargs)
+        vector_cls = gym.vector.SyncVectorEnv if vectorization == "sync" else gym.vector.AsyncVectorEnv
+        envs = vector_cls([make_one] * num_envs, autoreset_mode=AutoresetMode.SAME_STEP)
+    else:
+        envs = _wrap_vector(_make_other_vector_env(env_id, num_envs, vectorization, env_kwargs), wrappers)
+        if envs.num_envs != num_envs:
+            envs.close()
+            raise ConfigError(f"data.vectorization: {_describe(vectorization)} made {envs.num_envs} environments, "
+                              f"but data.num_envs is {num_envs}; make the factory honour num_envs.")
+    autoreset_mode(envs, vectorization)  # refuses DISABLED and unknown modes now, before any step
     return gym.wrappers.vector.RecordEpisodeStatistics(envs)
+
+
+def autoreset_mode(envs: gym.vector.VectorEnv, vectorization: Vectorization = "?") -> AutoresetMode:
+    """The vector env's autoreset mode, from ``metadata["autoreset_mode"]``: ``SAME_STEP`` or ``NEXT_STEP``."""
+    mode = envs.metadata.get("autoreset_mode")
+    if isinstance(mode, str):  # EnvPool and older code may give the value rather than the enum
+        mode = next((m for m in AutoresetMode if mode in (m.value, m.name)), mode)
+    if mode in (AutoresetMode.SAME_STEP, AutoresetMode.NEXT_STEP):
+        return mode
+    raise ConfigError(
+        f"data.vectorization: {_describe(vectorization)} has autoreset mode {mode!r} "
+        f"(metadata['autoreset_mode']); PPO needs the environments to reset themselves: "
+        f"AutoresetMode.NEXT_STEP or SAME_STEP (gymnasium's DISABLED leaves finished environments stopped)."
+    )
+
+
+def _describe(vectorization: Vectorization) -> str:
+    return repr(vectorization) if isinstance(vectorization, str) else repr(vectorization.get("class_path"))
+
+
+def _make_other_vector_env(env_id: str, num_envs: int, vectorization: Vectorization,
+                           env_kwargs: Optional[dict[str, Any]]) -> gym.vector.VectorEnv:
+    """``native``, ``envpool`` or a user's factory (see :func:`make_vector_env`)."""
+    kwargs = dict(env_kwargs or {})
+    if vectorization == "native":
+        spec = gym.registry.get(env_id) if ":" not in env_id else None
+        if spec is None or spec.vector_entry_point is None:
+            raise ConfigError(
+                f"data.vectorization: 'native': environment {env_id!r} registers no vector implementation (its "
+                "spec's vector_entry_point is None; gymnasium has them for CartPole-v1, for example). Use 'sync' or "
+                "'async', or 'envpool'.")
+        try:
+            return gym.make_vec(env_id, num_envs, vectorization_mode="vector_entry_point", **kwargs)
+        except Exception as err:
+            raise ConfigError(f"data.vectorization: 'native' {env_id!r} with data.env_kwargs {kwargs}: "
+                              f"{type(err).__name__}: {err}") from err
+    if vectorization == "envpool":
+        try:
+            import envpool
+        except ImportError:
+            raise ConfigError("data.vectorization: 'envpool' needs EnvPool: pip install 'lit_ppo[envpool]' "
+                              "(or use 'sync', 'async' or 'native').") from None
+        try:
+            return envpool.make(env_id, env_type="gymnasium", num_envs=num_envs, **kwargs)
+        except Exception as err:
+            raise ConfigError(f"data.vectorization: 'envpool' cannot make {env_id!r} with data.env_kwargs "
+                              f"{kwargs}: {type(err).__name__}: {str(err).splitlines()[0][:300]}") from err
+    class_path, factory = resolve(vectorization, "data.vectorization")
+    try:
+        envs = factory(num_envs=num_envs)
+    except Exception as err:
+        raise ConfigError(f"data.vectorization: {class_path}(num_envs={num_envs}, ...) raised "
+                          f"{type(err).__name__}: {err}") from err
+    if not isinstance(envs, gym.vector.VectorEnv):
+        raise ConfigError(f"data.vectorization: {class_path} returned a {type(envs).__name__}, not a "
+                          "gymnasium.vector.VectorEnv.")
+    return envs
+
+
+def _wrap_vector(envs: gym.vector.VectorEnv, wrappers: Optional[Sequence[WrapperConfig]]) -> gym.vector.VectorEnv:
+    for index, config in enumerate(wrappers or []):
+        class_path, wrap = resolve(config, f"data.wrappers[{index}]")
+        target = getattr(wrap, "func", wrap)
+        if not (isinstance(target, type) and issubclass(target, gym.vector.VectorWrapper)):
+            envs.close()
+            raise ConfigError(
+                f"data.wrappers[{index}]: {class_path} is not a gymnasium.vector.VectorWrapper; with a vector env "
+                "other than sync/async, wrappers wrap the vector env (e.g. gymnasium.wrappers.vector."
+                "NormalizeObservation). Use data.vectorization 'sync' for per-environment wrappers.")
+        envs = wrap(envs)
+    return envs
 
 
 def make_evaluation_env(
@@ -117,14 +207,18 @@ def make_evaluation_env(
     num_envs: int,
     env_kwargs: Optional[dict[str, Any]] = None,
     wrappers: Optional[Sequence[WrapperConfig]] = None,
+    vectorization: Vectorization = "sync",
 ) -> gym.vector.VectorEnv:
     """The vector env of deterministic evaluation: the environment's own vectorized implementation (its spec's
     ``vector_entry_point``, e.g. ``CartPoleVectorEnv``, which steps all environments in one numpy call) where a
     plain registered id has one and no wrappers are configured; otherwise :func:`make_vector_env` (sync).
 
-    Evaluation counts only the first episode of each environment, so a native env's autoreset mode (CartPole's is
-    next-step, which training's rollouts cannot use) does not matter here.
+    With ``vectorization`` other than ``sync``/``async`` (native, EnvPool, a user's factory) evaluation uses that
+    choice, as training does. Evaluation counts only the first episode of each environment, so the autoreset mode
+    does not matter here.
     """
+    if vectorization not in ("sync", "async"):
+        return make_vector_env(env_id, num_envs, vectorization, env_kwargs, wrappers)
     spec = None if wrappers or ":" in env_id else gym.registry.get(env_id)
     kwargs = dict(env_kwargs or {})
     # gym.make applies max_episode_steps with a TimeLimit wrapper (None: the registered limit, -1: none); a native
@@ -144,18 +238,26 @@ def make_evaluation_env(
 
 
 def describe_spaces(
-    env_id: str, env_kwargs: Optional[dict[str, Any]] = None, wrappers: Optional[Sequence[WrapperConfig]] = None
+    env_id: str, env_kwargs: Optional[dict[str, Any]] = None, wrappers: Optional[Sequence[WrapperConfig]] = None,
+    vectorization: Vectorization = "sync", num_envs: int = 1,
 ) -> dict[str, Any]:
     """``{"env_id", "observation", "action"}``: the typed specs of ``env_id``'s spaces (after ``wrappers``) as
     plain data (:func:`lit_ppo.spaces.spec_to_dict`), because it is saved in checkpoint hyperparameters.
 
     Raises a :class:`ConfigError` for unknown ids and for spaces the policy cannot handle, before any training.
     """
-    env = make_env(env_id, env_kwargs, wrappers)
-    try:
-        obs_space, act_space = env.observation_space, env.action_space
-    finally:
-        env.close()
+    if vectorization in ("sync", "async"):
+        env = make_env(env_id, env_kwargs, wrappers)
+        try:
+            obs_space, act_space = env.observation_space, env.action_space
+        finally:
+            env.close()
+    else:  # the vector env itself: a user's factory or EnvPool need not have a gymnasium.make id
+        envs = make_vector_env(env_id, num_envs, vectorization, env_kwargs, wrappers)
+        try:
+            obs_space, act_space = envs.single_observation_space, envs.single_action_space
+        finally:
+            envs.close()
     try:
         observation = observation_spec(obs_space, f"data.env_id: {env_id!r} has observation space")
         action = action_spec(act_space, f"data.env_id: {env_id!r} has action space")

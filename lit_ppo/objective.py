@@ -36,15 +36,17 @@ class PPOObjective:
     @staticmethod
     def prepare(samples: dict[str, Tensor], norm_adv: bool) -> dict[str, Tensor]:
         """The minibatch as the objective takes it: advantages normalized per minibatch when ``norm_adv``."""
-        if norm_adv:  # per minibatch, as PPO's reference implementations do
-            samples = dict(samples, advantages=normalize_advantages(samples["advantages"].float()))
+        if norm_adv:  # per minibatch, as PPO's reference implementations do; over its real transitions
+            samples = dict(samples, advantages=normalize_advantages(samples["advantages"].float(),
+                                                                    samples.get("weights")))
         return samples
 
     def _objective(self, obs: Tensor, actions: Tensor, logprobs: Tensor, values: Tensor, advantages: Tensor,
-                   returns: Tensor, clip_coef) -> tuple[Tensor, Tensor]:
+                   returns: Tensor, weights: Optional[Tensor], clip_coef) -> tuple[Tensor, Tensor]:
         logprob, entropy, new_values = self.policy.evaluate(obs, actions)
         terms = ppo_loss_terms(logprob, logprobs, advantages, entropy, new_values, values, returns,
-                               clip_coef=clip_coef, value_clip_coef=clip_coef if self.clip_vloss else None)
+                               clip_coef=clip_coef, value_clip_coef=clip_coef if self.clip_vloss else None,
+                               weights=weights)
         loss = terms.policy + self.vf_coef * terms.value
         if self.ent_coef:  # with no bonus, backward does not go through the entropy at all
             loss = loss - self.ent_coef * terms.entropy
@@ -52,7 +54,7 @@ class PPOObjective:
 
     def __call__(self, minibatch: dict[str, Tensor], clip_coef: float) -> tuple[Tensor, Tensor]:
         args = (minibatch["obs"], minibatch["actions"], minibatch["logprobs"], minibatch["values"],
-                minibatch["advantages"], minibatch["returns"])
+                minibatch["advantages"], minibatch["returns"], minibatch.get("weights"))
         if self.compiled is not None:
             if self._clip is None or self._clip[0] != clip_coef:  # once per rollout, not a copy per update
                 self._clip = (clip_coef, torch.tensor(clip_coef, device=args[0].device))

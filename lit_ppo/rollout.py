@@ -6,9 +6,11 @@ from typing import Any, Optional
 
 import numpy as np
 import torch
+from gymnasium.vector import AutoresetMode
 from torch import Tensor
 
 from lit_ppo.advantages import compute_gae
+from lit_ppo.envs import autoreset_mode
 from lit_ppo.errors import EnvStepError
 from lit_ppo.losses import explained_variance
 from lit_ppo.spaces import action_spec, action_tensor_layout, actions_to_env, batch_observations, observations_to_tensor
@@ -18,8 +20,16 @@ class RolloutCollector:
     """Owns a vector env and its current observation; ``collect`` plays ``num_steps`` steps of every env.
 
     Storage is preallocated once and overwritten by each rollout. Everything here runs on the CPU under
-    ``torch.inference_mode``; the learner's device is never touched. The vector env must autoreset on the same
-    step (gymnasium's ``AutoresetMode.SAME_STEP``), which hands over a truncated episode's final observation.
+    ``torch.inference_mode``; the learner's device is never touched.
+
+    Both of gymnasium's autoreset modes, read from the vector env's metadata:
+
+    - ``SAME_STEP``: a sub-environment resets within the step that ends its episode; a truncated episode's final
+      observation arrives in ``info["final_obs"]`` and is bootstrapped from there.
+    - ``NEXT_STEP``: the step after an episode ends is a *reset step*: the action is ignored, the reward is 0 and
+      the observation is the new episode's first. Its sample gets weight 0 (``weights``); the step that ended the
+      episode returned the true final observation, which is then the reset step's input, so a truncation is
+      bootstrapped from the value acting computed there, and GAE's trace is cut at the end as always.
     """
 
     def __init__(
@@ -39,6 +49,7 @@ class RolloutCollector:
         self.normalize_reward = normalize_reward
         self.obs_space, self.action_space = envs.single_observation_space, envs.single_action_space
         self.num_envs = envs.num_envs
+        self.next_step = autoreset_mode(envs) == AutoresetMode.NEXT_STEP
         self.steps_taken = 0  # environment steps of this collector (this rank)
         self.iterations = 0  # rollouts collected
         T, N = num_steps, self.num_envs
@@ -58,7 +69,10 @@ class RolloutCollector:
                     "dones": np.zeros((T, N), bool), "truncated_only": np.zeros((T, N), bool)}
         self.rewards, self.terminated, self.dones, self.truncated_only = (
             torch.from_numpy(self._np[key]) for key in ("rewards", "terminated", "dones", "truncated_only"))
-        self.final_values = torch.zeros((T, N))  # V(final observation) where an episode was truncated
+        self.final_values = torch.zeros((T, N))  # V(final observation) where an episode was truncated (same-step)
+        # NEXT_STEP: which sub-environments reset at the coming step, and each step's sample weight
+        self.resets_next = torch.zeros(N, dtype=torch.bool)
+        self.weights = torch.ones((T, N))
         # Discounted return of the raw rewards per step, from which the policy's reward scale is estimated.
         self.reward_returns = torch.zeros((T, N))
         self.running_return = torch.zeros(N)
@@ -87,7 +101,8 @@ class RolloutCollector:
         buf = self.buffers
         t0 = time.perf_counter()
         next_values = torch.cat([buf["values"][1:], last_value.unsqueeze(0)])
-        next_values = torch.where(self.truncated_only, self.final_values, next_values)
+        if not self.next_step:  # next-step: the next step's input already is the final observation
+            next_values = torch.where(self.truncated_only, self.final_values, next_values)
         # Scaled by the statistics the policy had while acting; the learner updates them after the updates.
         rewards = policy.scale_rewards(self.rewards, self.reward_returns) if self.normalize_reward else self.rewards
         advantages, returns = compute_gae(
@@ -96,9 +111,12 @@ class RolloutCollector:
         # Copies made outside inference mode: the learner's autograd may save them for backward.
         data: dict[str, Any] = {k: v.flatten(0, 1).clone() for k, v in buf.items()}
         data["advantages"], data["returns"] = advantages.flatten(), returns.flatten()
-        data["reward_returns"] = self.reward_returns.flatten().clone() if self.normalize_reward else torch.zeros(0)
+        real = self.weights.flatten() > 0
+        data["weights"] = self.weights.flatten().clone() if self.next_step else torch.zeros(0)
+        data["reward_returns"] = (self.reward_returns.flatten()[real].clone() if self.normalize_reward
+                                  else torch.zeros(0))
         timings["gae_ms"] = (time.perf_counter() - t0) * 1e3
-        data["explained_variance"] = explained_variance(data["values"], data["returns"])
+        data["explained_variance"] = explained_variance(data["values"][real], data["returns"][real])
         data["episode_returns"] = torch.tensor(episodes[0], dtype=torch.float32)
         data["episode_lengths"] = torch.tensor(episodes[1], dtype=torch.float32)
         data["timings"] = timings
@@ -119,6 +137,8 @@ class RolloutCollector:
         for step in range(self.num_steps):
             t0 = time.perf_counter()
             buf["obs"][step] = self.next_obs
+            if self.next_step:
+                self.weights[step] = (~self.resets_next).float()
             action, logprob, value = policy.act(self.next_obs, self.generator)
             buf["actions"][step], buf["logprobs"][step], buf["values"][step] = action, logprob, value
             env_action = actions_to_env(action, self.action_space)
@@ -129,6 +149,8 @@ class RolloutCollector:
             arrays["terminated"][step] = terminated
             np.logical_or(terminated, truncated, out=arrays["dones"][step])
             truncated_only = np.logical_and(truncated, ~terminated, out=arrays["truncated_only"][step])
+            if self.next_step:
+                self.resets_next = self.dones[step].clone()
             self.next_obs = observations_to_tensor(obs, self.obs_space)
             if "_episode" in info:
                 done_idx = np.flatnonzero(info["_episode"])
@@ -139,7 +161,7 @@ class RolloutCollector:
                 self.running_return.mul_(self.gamma).add_(self.rewards[step])
                 self.reward_returns[step] = self.running_return
                 self.running_return.masked_fill_(self.dones[step], 0.0)
-            if truncated_only.any():
+            if truncated_only.any() and not self.next_step:
                 # Bootstrap a time-limit end from the value of the real final observation.
                 idx = np.flatnonzero(truncated_only)
                 self.final_values[step, idx] = policy.value(batch_observations(info["final_obs"][idx], self.obs_space))
@@ -161,6 +183,7 @@ class RolloutCollector:
             "steps_taken": self.steps_taken,
             "iterations": self.iterations,
             "running_return": self.running_return.clone(),
+            "resets_next": self.resets_next.clone(),
         }
         try:
             state["envs"] = pickle.dumps(self.envs)
@@ -179,12 +202,14 @@ class RolloutCollector:
             self.envs.close()
             self.envs = pickle.loads(state["envs"])
             self.next_obs = state["next_obs"]
+            self.resets_next = state["resets_next"].clone()
             return None
         # Deterministic fallback: a reset seeded from (seed, rank, iteration); episodes restart.
         seed = int(np.random.SeedSequence([self.seed, self.rank, self.iterations]).generate_state(1)[0])
         obs, _ = self._call("reset", seed=seed)
         self.next_obs = observations_to_tensor(obs, self.obs_space)
         self.running_return.zero_()
+        self.resets_next.zero_()
         return (f"the environments of rank {self.rank} could not be saved ({state.get('envs_error')}); they were "
                 f"reset with a seed derived from (seed={self.seed}, rank={self.rank}, iteration={self.iterations}), "
                 "so episodes in progress at the checkpoint restart.")

@@ -30,6 +30,15 @@ CASES = [
     (["--model.activation", "gelu"], ["model.activation", "'gelu'", "tanh"]),
     (["--model.network", "lit_ppo_no_such_pkg.Net"], ["model.network", "cannot import"]),
     (["--model.compile", "fast"], ["model.compile", "'fast'", "reduce-overhead"]),
+    # vector environments (data.vectorization)
+    (["--data.vectorization", "synk"], ["data.vectorization", "'synk'", "native"]),
+    (["--data.vectorization", "native", "--data.env_id", "Pendulum-v1"], ["'native'", "Pendulum-v1",
+                                                                           "no vector implementation"]),
+    (["--data.vectorization", "tests.vector_envs.not_a_vector_env"], ["data.vectorization", "not a gymnasium.vector"]),
+    (["--data.vectorization", "tests.vector_envs.three_envs"], ["made 3 environments", "data.num_envs is 8"]),
+    (["--data.vectorization", "tests.vector_envs.disabled"], ["autoreset mode", "DISABLED"]),
+    (["--data.vectorization", "native", "--data.wrappers", "[gymnasium.wrappers.ClipReward]"],
+     ["data.wrappers[0]", "not a gymnasium.vector.VectorWrapper"]),
     # Lightning's own checks, in lit_ppo's form
     (["--trainer.devices", "0"], ["trainer.devices", "devices='0'", "positive count"]),
 ]
@@ -44,6 +53,17 @@ def test_bad_setting_fails_fast_with_a_clear_message(cli_in_process, tmp_path, o
         assert fragment in proc.stderr, (fragment, proc.stderr[-2000:])
     assert "Traceback" not in proc.stderr
     assert not (tmp_path / "runs/cartpole/checkpoints").exists()
+
+
+def test_envpool_missing_names_the_extra(cli_in_process, tmp_path):
+    pytest.importorskip("gymnasium")
+    try:
+        import envpool  # noqa: F401
+        pytest.skip("EnvPool is installed here")
+    except ImportError:
+        pass
+    proc = cli_in_process("fit", "--config", "cartpole.yaml", "--data.vectorization", "envpool", cwd=tmp_path)
+    assert proc.returncode == 2 and "pip install 'lit_ppo[envpool]'" in proc.stderr
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="needs a machine without a GPU")
