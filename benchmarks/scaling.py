@@ -4,14 +4,18 @@ Sweep: for each ``--num-envs`` a short ``fit`` through the CLI (CartPole-v1, ``-
 ``--update-epochs`` epochs of ``--num-minibatches`` minibatches, one torch thread), reading lit_ppo's per-iteration
 phase timers (``time/*_ms``) back from the CSV logger. Per point: SPS over the iterations after the first
 (warm-up), and each phase's share of the iteration time: env (stepping the environments), act (policy inference
-while acting), learn (the updates), other (GAE, copies, bookkeeping, Lightning's loop). With ``--bound`` the
-CleanRL-style loop of baselines.py runs the same settings in its own process, as a plain-PyTorch reference.
+while acting), learn (the updates), other (GAE, copies, bookkeeping, Lightning's loop). ``--vectorization`` runs
+the sweep for each of ``sync`` (SyncVectorEnv), ``native`` (gymnasium's CartPoleVectorEnv, next-step autoreset)
+and ``envpool``, side by side, and prints native/sync. With ``--bound`` the CleanRL-style loop of baselines.py runs
+the same settings over the same vector env (sync or native) in its own process, as a plain-PyTorch reference (on
+the native env it trains on the reset steps instead of masking them: less work than lit_ppo does).
 
 Memory: one long run (``--memory-steps``, default 1M, ``--memory-envs`` envs, one update epoch of one minibatch,
 the shipped config's TensorBoard logger and checkpoints) records current and peak RSS after every iteration
 (``probes.RSSProbe``); growth from ``--memory-warmup`` steps to the end must stay within 5%.
 
-    python benchmarks/scaling.py [--num-envs 1 4 16 64 256] [--iterations 20] [--bound] [--memory-steps 1000000]
+    python benchmarks/scaling.py [--num-envs 1 4 16 64 256] [--vectorization sync native] [--iterations 20]
+                                 [--bound] [--memory-steps 1000000]
 """
 
 import argparse
@@ -27,9 +31,9 @@ from harness import check, read_json_lines, read_lit_ppo_metrics, run_process, l
 PHASES = ("env_ms", "act_ms", "learn_ms", "gae_ms", "sync_ms", "transfer_ms")
 
 
-def sweep_point(num_envs: int, args, cwd: Path) -> dict:
+def sweep_point(num_envs: int, vectorization: str, args, cwd: Path) -> dict:
     rollout = num_envs * args.num_steps
-    overrides = ["--data.num_envs", num_envs, "--data.num_steps", args.num_steps,
+    overrides = ["--data.num_envs", num_envs, "--data.num_steps", args.num_steps, "--data.vectorization", vectorization,
                  "--data.update_epochs", args.update_epochs,
                  "--data.minibatch_size", max(rollout // args.num_minibatches, 1),
                  "--data.total_timesteps", rollout * args.iterations, "--trainer.limit_val_batches", 0,
@@ -42,9 +46,10 @@ def sweep_point(num_envs: int, args, cwd: Path) -> dict:
     for phase in PHASES:
         result[phase] = sum(r[f"time/{phase}"] for r in timed) / total_ms
     result["other"] = 1.0 - sum(result[p] for p in PHASES if p in ("env_ms", "act_ms", "learn_ms"))
-    if args.bound:
+    if args.bound and vectorization in ("sync", "native"):
         hp = dict(SETTINGS["zoo"], num_envs=num_envs, num_steps=args.num_steps, update_epochs=args.update_epochs,
-                  num_minibatches=min(args.num_minibatches, rollout), total_timesteps=rollout * args.iterations)
+                  num_minibatches=min(args.num_minibatches, rollout), total_timesteps=rollout * args.iterations,
+                  vectorization=vectorization)
         out = cwd / "bound.json"
         cmd = [sys.executable, Path(__file__).with_name("baselines.py"), "--worker", "cleanrl", "--hp", json.dumps(hp),
                "--seed", 1, "--out", out]
@@ -70,6 +75,7 @@ def memory_run(args, cwd: Path) -> list[dict]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--num-envs", type=int, nargs="+", default=[1, 4, 16, 64, 256])
+    parser.add_argument("--vectorization", nargs="+", default=["sync"], choices=["sync", "async", "native", "envpool"])
     parser.add_argument("--num-steps", type=int, default=32)
     parser.add_argument("--update-epochs", type=int, default=4)
     parser.add_argument("--num-minibatches", type=int, default=4)
@@ -87,15 +93,23 @@ def main() -> None:
     print(f"scaling: CartPole-v1, {args.num_steps} steps per env, {args.update_epochs} epochs x "
           f"{args.num_minibatches} minibatches, {args.iterations} iterations per point, one torch thread; "
           "shares of the iteration time after the first iteration")
-    head = f"{'envs':>5} {'SPS':>9} {'env':>6} {'act':>6} {'learn':>6} {'other':>6}"
+    head = f"{'vector env':>10} {'envs':>5} {'SPS':>9} {'env':>6} {'act':>6} {'learn':>6} {'other':>6}"
     print(head + (f" {'plain SPS':>10} {'lit/plain':>9}" if args.bound else ""))
+    sps: dict[tuple[str, int], float] = {}
     with tempfile.TemporaryDirectory() as tmp:
         for n in args.num_envs:
-            r = sweep_point(n, args, Path(tmp) / f"envs{n}")
-            line = f"{n:>5} {r['sps']:>9.0f} " + " ".join(f"{r[k]:>6.1%}" for k in ("env_ms", "act_ms", "learn_ms", "other"))
-            if args.bound:
-                line += f" {r['bound_sps']:>10.0f} {r['sps'] / r['bound_sps']:>9.2f}"
-            print(line, flush=True)
+            for vec in args.vectorization:  # side by side at each size: machine drift hits both
+                r = sweep_point(n, vec, args, Path(tmp) / f"{vec}{n}")
+                sps[vec, n] = r["sps"]
+                line = f"{vec:>10} {n:>5} {r['sps']:>9.0f} " + " ".join(
+                    f"{r[k]:>6.1%}" for k in ("env_ms", "act_ms", "learn_ms", "other"))
+                if "bound_sps" in r:
+                    line += f" {r['bound_sps']:>10.0f} {r['sps'] / r['bound_sps']:>9.2f}"
+                print(line, flush=True)
+        for vec in args.vectorization:
+            if vec != "sync" and ("sync", args.num_envs[0]) in sps:
+                ratios = ", ".join(f"{n} envs {sps[vec, n] / sps['sync', n]:.2f}x" for n in args.num_envs)
+                print(f"lit_ppo {vec}/sync SPS: {ratios}")
         if args.memory_steps:
             samples = memory_run(args, Path(tmp) / "memory")
             report_memory(samples, args)

@@ -36,8 +36,8 @@ def test_time_to_solve_quick():
 
 
 def test_scaling_quick():
-    out = run("scaling.py", "--quick", "--bound")
-    assert "lit/plain" in out and "RSS growth" in out
+    out = run("scaling.py", "--quick", "--bound", "--num-envs", "4", "--vectorization", "sync", "native")
+    assert "lit/plain" in out and "RSS growth" in out and "lit_ppo native/sync SPS: 4 envs" in out
 
 
 def test_compile_effect_quick():
