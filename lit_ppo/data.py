@@ -162,7 +162,7 @@ class PPODataModule(L.LightningDataModule):
         """The rollout stream of rank ``rank``, acting with what ``actor`` gives."""
         hp = self.hparams
         seed = self.base_seed + rank * hp.num_envs
-        envs = make_vector_env(hp.env_id, hp.num_envs, hp.vectorization, hp.env_kwargs, hp.wrappers)
+        envs = make_vector_env(hp.env_id, hp.num_envs, hp.vectorization, hp.env_kwargs, hp.wrappers, seed=seed)
         generator = torch.Generator().manual_seed(seed)
         collector = RolloutCollector(
             envs, hp.num_steps, hp.gamma, hp.gae_lambda, seed, generator, env_id=hp.env_id, rank=rank,
@@ -197,7 +197,8 @@ class PPODataModule(L.LightningDataModule):
 
         def make_envs():
             # The environment's native vector env where it has one (faster), else the sync one training uses.
-            return make_evaluation_env(hp.env_id, hp.eval_episodes, hp.env_kwargs, hp.wrappers, hp.vectorization)
+            return make_evaluation_env(hp.env_id, hp.eval_episodes, hp.env_kwargs, hp.wrappers, hp.vectorization,
+                                       seed)
 
         dataset = EvaluationDataset(make_envs, self._require_actor().for_evaluation, hp.eval_episodes, seed)
         return DataLoader(dataset, batch_size=None)

@@ -14,6 +14,7 @@ for checkpoints); observations and actions cross between envs and policy in :mod
 
 import functools
 import importlib
+import warnings
 from collections.abc import Sequence
 from typing import Any, Optional, Union
 
@@ -96,9 +97,11 @@ def make_vector_env(
     vectorization: Vectorization = "sync",
     env_kwargs: Optional[dict[str, Any]] = None,
     wrappers: Optional[Sequence[WrapperConfig]] = None,
+    seed: Optional[int] = None,
     **make_kwargs: Any,
 ) -> gym.vector.VectorEnv:
-    """``num_envs`` environments as one vector env, with gymnasium's episode statistics on top.
+    """``num_envs`` environments as one vector env, with gymnasium's episode statistics on top. ``seed`` matters
+    to EnvPool only, which is seeded when it is made (the others are seeded by their first reset).
 
     ``vectorization`` (``data.vectorization``):
 
@@ -122,7 +125,7 @@ def make_vector_env(
         vector_cls = gym.vector.SyncVectorEnv if vectorization == "sync" else gym.vector.AsyncVectorEnv
         envs = vector_cls([make_one] * num_envs, autoreset_mode=AutoresetMode.SAME_STEP)
     else:
-        envs = _wrap_vector(_make_other_vector_env(env_id, num_envs, vectorization, env_kwargs), wrappers)
+        envs = _wrap_vector(_make_other_vector_env(env_id, num_envs, vectorization, env_kwargs, seed), wrappers)
         if envs.num_envs != num_envs:
             envs.close()
             raise ConfigError(f"data.vectorization: {_describe(vectorization)} made {envs.num_envs} environments, "
@@ -150,7 +153,7 @@ def _describe(vectorization: Vectorization) -> str:
 
 
 def _make_other_vector_env(env_id: str, num_envs: int, vectorization: Vectorization,
-                           env_kwargs: Optional[dict[str, Any]]) -> gym.vector.VectorEnv:
+                           env_kwargs: Optional[dict[str, Any]], seed: Optional[int] = None) -> gym.vector.VectorEnv:
     """``native``, ``envpool`` or a user's factory (see :func:`make_vector_env`)."""
     kwargs = dict(env_kwargs or {})
     if vectorization == "native":
@@ -171,8 +174,10 @@ def _make_other_vector_env(env_id: str, num_envs: int, vectorization: Vectorizat
         except ImportError:
             raise ConfigError("data.vectorization: 'envpool' needs EnvPool: pip install 'lit_ppo[envpool]' "
                               "(or use 'sync', 'async' or 'native').") from None
+        # Seeded here; the rollouts' reset(seed=...) then changes nothing, which gymnasium warns about at every reset.
+        warnings.filterwarnings("ignore", message=".*EnvPool seeds are fixed when the environment is created.*")
         try:
-            return envpool.make(env_id, env_type="gymnasium", num_envs=num_envs, **kwargs)
+            return envpool.make(env_id, env_type="gymnasium", num_envs=num_envs, seed=seed or 0, **kwargs)
         except Exception as err:
             raise ConfigError(f"data.vectorization: 'envpool' cannot make {env_id!r} with data.env_kwargs "
                               f"{kwargs}: {type(err).__name__}: {str(err).splitlines()[0][:300]}") from err
@@ -208,6 +213,7 @@ def make_evaluation_env(
     env_kwargs: Optional[dict[str, Any]] = None,
     wrappers: Optional[Sequence[WrapperConfig]] = None,
     vectorization: Vectorization = "sync",
+    seed: Optional[int] = None,
 ) -> gym.vector.VectorEnv:
     """The vector env of deterministic evaluation: the environment's own vectorized implementation (its spec's
     ``vector_entry_point``, e.g. ``CartPoleVectorEnv``, which steps all environments in one numpy call) where a
@@ -218,7 +224,7 @@ def make_evaluation_env(
     does not matter here.
     """
     if vectorization not in ("sync", "async"):
-        return make_vector_env(env_id, num_envs, vectorization, env_kwargs, wrappers)
+        return make_vector_env(env_id, num_envs, vectorization, env_kwargs, wrappers, seed=seed)
     spec = None if wrappers or ":" in env_id else gym.registry.get(env_id)
     kwargs = dict(env_kwargs or {})
     # gym.make applies max_episode_steps with a TimeLimit wrapper (None: the registered limit, -1: none); a native
