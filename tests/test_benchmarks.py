@@ -53,3 +53,9 @@ def test_logging_cost_quick():
 def test_overhead_quick():
     out = run("overhead.py", "--total-timesteps", "512", "--repeats", "1")
     assert "Lightning/plain time ratio" in out
+
+
+def test_atari_envpool_quick():
+    pytest.importorskip("envpool")
+    out = run("atari_envpool.py", "--iterations", "2", "--repeats", "1")
+    assert "breakout_envpool.yaml (EnvPool)" in out

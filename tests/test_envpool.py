@@ -28,3 +28,18 @@ def test_envpool_cartpole_trains_evaluates_and_resumes_with_a_seeded_reset(cli, 
     assert all(math.isfinite(float(r["losses/value"])) for r in rows if r["losses/value"])
     assert len([r for r in rows if r.get("eval/return_mean")]) == 2
     assert torch.load(tmp_path / "runs/cartpole/checkpoints/last.ckpt", weights_only=False)["global_step"] == 12 * 20
+
+
+def test_breakout_envpool_config_trains_end_to_end(cli_in_process, tmp_path):
+    """configs/breakout_envpool.yaml as shipped (EnvPool's Atari preprocessing, the Nature CNN), two short
+    rollouts; its speed against breakout.yaml is benchmarks/atari_envpool.py's."""
+    proc = cli_in_process("fit", "--config", "breakout_envpool.yaml", "--data.num_steps", "16",
+                          "--data.minibatch_size", "64", "--data.total_timesteps", str(2 * 8 * 16),
+                          "--trainer.enable_progress_bar", "false", "--trainer.logger", "false",
+                          "--trainer.limit_val_batches", "0", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    state = torch.load(tmp_path / "runs/breakout_envpool/checkpoints/last.ckpt", weights_only=False)
+    assert state["global_step"] == 2 * 4 * 2  # 2 rollouts x 4 epochs x 2 minibatches
+    assert state["hyper_parameters"]["env_spec"]["observation"]["shape"] == [4, 84, 84]
+    # the Nature CNN's first layer: 32 filters of 8x8 over the 4 stacked frames
+    assert state["state_dict"]["policy.encoder.cnns.0.0.weight"].shape == (32, 4, 8, 8)
