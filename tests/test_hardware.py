@@ -20,10 +20,12 @@ def _rollout_rows(tmp_path):
     return [r for r in csv.DictReader(metrics.open()) if r.get("time/env_steps")]
 
 
-@pytest.mark.parametrize("strategy", ["ddp", "ddp_spawn"])
-def test_two_cpu_processes_train_in_lockstep_on_different_episodes(cli, tmp_path, strategy):
+# ddp with gymnasium's CartPoleVectorEnv (next-step autoreset: reset steps weighted 0 on each rank), ddp_spawn
+# with the default SyncVectorEnv
+@pytest.mark.parametrize("strategy,vectorization", [("ddp", "native"), ("ddp_spawn", "sync")])
+def test_two_cpu_processes_train_in_lockstep_on_different_episodes(cli, tmp_path, strategy, vectorization):
     cli("fit", *SMALL, "--trainer.strategy", strategy, "--trainer.devices", "2", "--data.total_timesteps", "5120",
-        "--trainer.callbacks+=tests.ddp_probe.RankProbe", cwd=tmp_path)
+        "--data.vectorization", vectorization, "--trainer.callbacks+=tests.ddp_probe.RankProbe", cwd=tmp_path)
     r0, r1 = (torch.load(tmp_path / f"rank{r}.pt", weights_only=True) for r in (0, 1))
     assert r0["world_size"] == r1["world_size"] == 2
     for key, value in r0["params"].items():  # gradients were averaged: every rank holds the same network
