@@ -35,10 +35,13 @@ class DeviceActor:
         self.policy = policy
 
     def act(
-        self, obs: Tensor, generator: Optional[torch.Generator] = None, deterministic: bool = False
+        self, obs: Tensor, generator: Optional[torch.Generator] = None, deterministic: bool = False,
+        action_mask: Optional[Tensor] = None,
     ) -> tuple[Tensor, Tensor, Tensor]:
         params, value = self.policy(obs.to(_device(self.policy), non_blocking=True))
         params, value = params.cpu(), value.cpu()
+        if action_mask is not None:
+            params = self.policy.head.masked(params, action_mask)
         return (*self.policy.head.choose(params, generator, deterministic), value)
 
     def value(self, obs: Tensor) -> Tensor:

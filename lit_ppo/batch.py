@@ -31,6 +31,9 @@ class Rollout:
             env (whose action was ignored): the weight of each sample in every loss term and in advantage
             normalization. Empty when every sample is real (same-step autoreset), so the update skips the
             weighting altogether.
+        action_masks: ``[B, mask_size]`` bool, the invalid-action masks each action was chosen under (True = valid;
+            :mod:`lit_ppo.action_masks`), re-applied when the update recomputes log-probabilities and entropy.
+            Empty without ``data.action_masks``.
 
     The update's order:
         minibatch_indices: ``[update_epochs, num_minibatches, minibatch_size]`` long: row ``e, m`` picks the
@@ -64,6 +67,7 @@ class Rollout:
     episode_lengths: Tensor
     timings: dict[str, float] = field(default_factory=dict)
     weights: Tensor = field(default_factory=lambda: torch.zeros(0))
+    action_masks: Tensor = field(default_factory=lambda: torch.zeros((0, 0), dtype=torch.bool))
     nonfinite: tuple[str, ...] = ()
     explained_variance: float = float("nan")
     env_steps: int = 0
@@ -77,9 +81,9 @@ class Rollout:
         return int(self.advantages.shape[0])
 
     def samples(self, index: Optional[Tensor] = None) -> dict[str, Tensor]:
-        """The per-sample tensors (with ``weights`` where there are any), all of them or the rows ``index`` (a
-        minibatch)."""
-        names = self.SAMPLE_FIELDS + (("weights",) if self.weights.numel() else ())
+        """The per-sample tensors (with ``weights`` and ``action_masks`` where there are any), all of them or the rows
+        ``index`` (a minibatch)."""
+        names = self.SAMPLE_FIELDS + tuple(name for name in ("weights", "action_masks") if getattr(self, name).numel())
         if index is None:
             return {name: getattr(self, name) for name in names}
         return {name: getattr(self, name)[index] for name in names}

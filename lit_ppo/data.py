@@ -21,11 +21,13 @@ from lightning.pytorch.utilities import rank_zero_warn
 from torch.utils.data import DataLoader
 
 from lit_ppo.acting import Actor
+from lit_ppo.action_masks import ActionMaskReader, mask_size
 from lit_ppo.checkpointing import global_rng_states, set_global_rng_states
 from lit_ppo.envs import VECTORIZATION_MODES, describe_spaces, make_evaluation_env, make_vector_env
 from lit_ppo.datasets import EvaluationDataset, RolloutDataset
 from lit_ppo.errors import ConfigError, require
 from lit_ppo.rollout import RolloutCollector
+from lit_ppo.spaces import spec_from_dict
 
 
 class PPODataModule(L.LightningDataModule):
@@ -54,6 +56,9 @@ class PPODataModule(L.LightningDataModule):
             ``{class_path, init_args}``) of a function returning your own ``gymnasium.vector.VectorEnv`` for
             ``num_envs=...`` (:func:`lit_ppo.envs.make_vector_env`). Same-step and next-step autoreset both work.
         eval_episodes: deterministic episodes played by ``validate``/``test`` (and validation during fit).
+        action_masks: invalid-action masks from the environment: ``null`` (none), ``method`` (its
+            ``action_masks()``) or ``info`` (``info["action_mask"]``); see :mod:`lit_ppo.action_masks`. Masked
+            actions get probability 0 in acting, in the update and in evaluation.
         seed: base seed of the environments and of action sampling; rank r uses ``seed + r * num_envs``.
             ``None`` takes the value of ``seed_everything``.
     """
@@ -74,6 +79,7 @@ class PPODataModule(L.LightningDataModule):
         minibatch_size: int = 128,
         vectorization: Union[str, dict[str, Any]] = "sync",
         eval_episodes: int = 20,
+        action_masks: Optional[str] = None,
         seed: Optional[int] = None,
     ) -> None:
         super().__init__()
@@ -98,6 +104,9 @@ class PPODataModule(L.LightningDataModule):
         # Validates the id and the spaces now, before any Trainer exists; linked into the model by the CLI.
         self.env_spec = describe_spaces(env_id, env_kwargs, wrappers, vectorization, num_envs)
         self.env_spec.update(normalize_obs=normalize_obs, normalize_reward=normalize_reward)
+        if action_masks is not None:
+            mask_size(spec_from_dict(self.env_spec["action"]), action_masks)  # a space or source without masks fails now
+            self.env_spec["action_masks"] = action_masks
         self.train_dataset: Optional[RolloutDataset] = None
         self.actor: Optional[Actor] = None
         self._resume_state: Optional[dict[str, Any]] = None
@@ -166,10 +175,16 @@ class PPODataModule(L.LightningDataModule):
         generator = torch.Generator().manual_seed(seed)
         collector = RolloutCollector(
             envs, hp.num_steps, hp.gamma, hp.gae_lambda, seed, generator, env_id=hp.env_id, rank=rank,
-            normalize_reward=hp.normalize_reward,
+            normalize_reward=hp.normalize_reward, action_masks=self._mask_reader(rank),
         )
         return RolloutDataset(collector, actor, hp.update_epochs, hp.minibatch_size, self.steps_per_iteration,
                               self.num_iterations, self._first_failure if self.world_size > 1 else None)
+
+    def _mask_reader(self, rank: int = 0) -> Optional[ActionMaskReader]:
+        source = self.hparams.action_masks
+        if source is None:
+            return None
+        return ActionMaskReader(spec_from_dict(self.env_spec["action"]), source, self.hparams.env_id, rank)
 
     def _first_failure(self, message: Optional[str]) -> Optional[str]:
         """The first failing rank's message on every rank, or None when no rank failed (one reduction per
@@ -200,7 +215,8 @@ class PPODataModule(L.LightningDataModule):
             return make_evaluation_env(hp.env_id, hp.eval_episodes, hp.env_kwargs, hp.wrappers, hp.vectorization,
                                        seed)
 
-        dataset = EvaluationDataset(make_envs, self._require_actor().for_evaluation, hp.eval_episodes, seed)
+        dataset = EvaluationDataset(make_envs, self._require_actor().for_evaluation, hp.eval_episodes, seed,
+                                    self._mask_reader(self.rank))
         return DataLoader(dataset, batch_size=None)
 
     def val_dataloader(self) -> DataLoader:

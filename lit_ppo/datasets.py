@@ -81,8 +81,10 @@ class RolloutDataset(IterableDataset):
 class EvaluationDataset(IterableDataset):
     """One item: the returns and lengths of ``episodes`` deterministic episodes on fresh environments."""
 
-    def __init__(self, make_envs: Callable[[], Any], acting_policy: Callable[[], Any], episodes: int, seed: int):
+    def __init__(self, make_envs: Callable[[], Any], acting_policy: Callable[[], Any], episodes: int, seed: int,
+                 action_masks: Optional[Any] = None):
         self.make_envs, self.acting_policy, self.episodes, self.seed = make_envs, acting_policy, episodes, seed
+        self.action_masks = action_masks
 
     def __len__(self) -> int:
         return 1
@@ -90,7 +92,7 @@ class EvaluationDataset(IterableDataset):
     def __iter__(self) -> Iterator[dict[str, Tensor]]:
         envs = self.make_envs()
         try:
-            returns, lengths = evaluate_policy(self.acting_policy(), envs, self.episodes, self.seed)
+            returns, lengths = evaluate_policy(self.acting_policy(), envs, self.episodes, self.seed, self.action_masks)
         finally:
             envs.close()
         yield {"returns": returns, "lengths": lengths}

@@ -16,6 +16,9 @@ from torch import Tensor
 from lit_ppo.spaces import ActionSpec, BoxSpec, DiscreteSpec, MultiBinarySpec, MultiDiscreteSpec
 
 LOG_2PI = math.log(2 * math.pi)
+# The logit of a masked (invalid) action: finite, so that its probability is exactly 0 in float32 and
+# 0 * log p stays 0 in the entropy (-inf would give NaN there); sb3-contrib's MaskablePPO uses the same.
+MASKED_LOGIT = -1e8
 
 
 def _random_like(fn: Callable, like: Tensor, generator: Optional[torch.Generator]) -> Tensor:
@@ -42,7 +45,23 @@ def _categorical_entropy(logits: Tensor) -> Tensor:
 
 
 class DistributionHead:
-    """What every head offers besides ``sample``/``mode``/``log_prob``/``entropy``."""
+    """What every head offers besides ``sample``/``mode``/``log_prob``/``entropy``.
+
+    Invalid-action masks (``mask_size`` booleans per sample, True = valid, the sb3-contrib convention) apply to the
+    parameters before anything else (:meth:`masked`): masked actions then have probability 0 in sampling, in the
+    log-probability and in the entropy, and the mode is the most probable valid action. ``mask_size`` is None for
+    heads without masks (the Gaussian).
+    """
+
+    mask_size: Optional[int] = None
+
+    def masked(self, params: Tensor, mask: Tensor) -> Tensor:
+        """``params`` with the invalid actions of ``mask`` (``[batch, mask_size]``) made impossible."""
+        return torch.where(mask, params, MASKED_LOGIT)
+
+    def components_valid(self, mask: Tensor) -> Tensor:
+        """``[batch]``: whether every component of each row's action has at least one valid choice."""
+        return mask.any(-1)
 
     def log_prob_entropy(self, params: Tensor, actions: Tensor) -> tuple[Tensor, Tensor]:
         """``log_prob`` and ``entropy`` together, as the PPO loss needs them (heads may share work)."""
@@ -60,7 +79,7 @@ class CategoricalHead(DistributionHead):
     """A categorical distribution over ``n`` actions (``Discrete``), parameterized by logits."""
 
     def __init__(self, n: int) -> None:
-        self.num_outputs = n
+        self.num_outputs = self.mask_size = n
         self.action_shape: tuple[int, ...] = ()
 
     def sample(self, logits: Tensor, generator: Optional[torch.Generator] = None) -> Tensor:
@@ -86,8 +105,11 @@ class MultiCategoricalHead(DistributionHead):
 
     def __init__(self, nvec: Sequence[int], shape: Sequence[int]) -> None:
         self.nvec = [int(n) for n in nvec]
-        self.num_outputs = sum(self.nvec)
+        self.num_outputs = self.mask_size = sum(self.nvec)  # masks: the components' masks concatenated
         self.action_shape = tuple(shape)
+
+    def components_valid(self, mask: Tensor) -> Tensor:
+        return torch.stack([part.any(-1) for part in mask.split(self.nvec, dim=-1)], -1).all(-1)
 
     def _per_component(self, fn: Callable, logits: Tensor, *actions: Tensor) -> Tensor:
         parts = logits.split(self.nvec, dim=-1)
@@ -116,6 +138,15 @@ class BernoulliHead(DistributionHead):
     def __init__(self, shape: Sequence[int]) -> None:
         self.action_shape = tuple(shape)
         self.num_outputs = math.prod(self.action_shape)
+        self.mask_size = 2 * self.num_outputs  # per element: [0 valid, 1 valid] (sb3-contrib's layout)
+
+    def masked(self, logits: Tensor, mask: Tensor) -> Tensor:
+        pairs = mask.view(*mask.shape[:-1], self.num_outputs, 2)
+        logits = torch.where(pairs[..., 1], logits, MASKED_LOGIT)  # 1 invalid: always 0
+        return torch.where(pairs[..., 0], logits, -MASKED_LOGIT)  # 0 invalid: always 1
+
+    def components_valid(self, mask: Tensor) -> Tensor:
+        return mask.view(*mask.shape[:-1], self.num_outputs, 2).any(-1).all(-1)
 
     def sample(self, logits: Tensor, generator: Optional[torch.Generator] = None) -> Tensor:
         uniform = _random_like(torch.rand_like, logits, generator)

@@ -12,17 +12,21 @@ from lit_ppo.spaces import actions_to_env, observations_to_tensor
 
 
 @torch.inference_mode()
-def evaluate_policy(policy, envs, episodes: int, seed: int) -> tuple[Tensor, Tensor]:
-    """Returns and lengths of the first episode of each of ``episodes`` environments (``envs.num_envs``)."""
+def evaluate_policy(policy, envs, episodes: int, seed: int, action_masks=None) -> tuple[Tensor, Tensor]:
+    """Returns and lengths of the first episode of each of ``episodes`` environments (``envs.num_envs``);
+    with ``action_masks`` (a :class:`lit_ppo.action_masks.ActionMaskReader`), the best valid action."""
     assert envs.num_envs == episodes, "one environment per evaluation episode"
     obs_space, action_space = envs.single_observation_space, envs.single_action_space
-    obs, _ = envs.reset(seed=seed)
+    obs, info = envs.reset(seed=seed)
     returns = np.zeros(episodes)
     lengths = np.zeros(episodes, dtype=np.int64)
     finished = np.zeros(episodes, dtype=bool)
+    step = 0
     while not finished.all():
-        action, _, _ = policy.act(observations_to_tensor(obs, obs_space), deterministic=True)
-        obs, reward, terminated, truncated, _ = envs.step(actions_to_env(action, action_space))
+        mask = None if action_masks is None else action_masks.read(envs, info, step)
+        action, _, _ = policy.act(observations_to_tensor(obs, obs_space), deterministic=True, action_mask=mask)
+        obs, reward, terminated, truncated, info = envs.step(actions_to_env(action, action_space))
+        step += 1
         running = ~finished
         returns[running] += reward[running]
         lengths[running] += 1

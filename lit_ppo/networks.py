@@ -142,16 +142,23 @@ class ActorCritic(nn.Module):
         return self.critic(self.encoder(obs)).squeeze(-1).float()
 
     def act(
-        self, obs: Tensor, generator: Optional[torch.Generator] = None, deterministic: bool = False
+        self, obs: Tensor, generator: Optional[torch.Generator] = None, deterministic: bool = False,
+        action_mask: Optional[Tensor] = None,
     ) -> tuple[Tensor, Tensor, Tensor]:
         """Action, its log-probability and the state value for a batch of observations; deterministic: the mode
-        (the Gaussian's mean)."""
+        (the Gaussian's mean); ``action_mask``: only valid actions (see :class:`lit_ppo.distributions.DistributionHead`)."""
         params, value = self(obs)
+        if action_mask is not None:
+            params = self.head.masked(params, action_mask.to(params.device))
         return (*self.head.choose(params, generator, deterministic), value)
 
-    def evaluate(self, obs: Tensor, actions: Tensor) -> tuple[Tensor, Tensor, Tensor]:
-        """Log-probability of ``actions``, entropy and value under the current parameters (fp32)."""
+    def evaluate(self, obs: Tensor, actions: Tensor,
+                 action_mask: Optional[Tensor] = None) -> tuple[Tensor, Tensor, Tensor]:
+        """Log-probability of ``actions``, entropy and value under the current parameters (fp32), under the action
+        masks the actions were chosen with."""
         params, value = self(obs)
+        if action_mask is not None:
+            params = self.head.masked(params, action_mask)
         return (*self.head.log_prob_entropy(params, actions), value)
 
     # -- normalization statistics -------------------------------------------------------------------------------

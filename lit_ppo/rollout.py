@@ -9,6 +9,7 @@ import torch
 from gymnasium.vector import AutoresetMode
 from torch import Tensor
 
+from lit_ppo.action_masks import ActionMaskReader
 from lit_ppo.advantages import compute_gae
 from lit_ppo.envs import autoreset_mode
 from lit_ppo.errors import EnvStepError
@@ -43,18 +44,21 @@ class RolloutCollector:
         env_id: str = "?",
         rank: int = 0,
         normalize_reward: bool = False,
+        action_masks: Optional[ActionMaskReader] = None,
     ) -> None:
         self.envs, self.num_steps, self.gamma, self.gae_lambda = envs, num_steps, gamma, gae_lambda
         self.generator, self.env_id, self.rank, self.seed = generator, env_id, rank, seed
         self.normalize_reward = normalize_reward
+        self.masks = action_masks  # None: no invalid-action masks
         self.obs_space, self.action_space = envs.single_observation_space, envs.single_action_space
         self.num_envs = envs.num_envs
         self.next_step = autoreset_mode(envs) == AutoresetMode.NEXT_STEP
         self.steps_taken = 0  # environment steps of this collector (this rank)
         self.iterations = 0  # rollouts collected
         T, N = num_steps, self.num_envs
-        obs, _ = self._call("reset", seed=seed)
+        obs, info = self._call("reset", seed=seed)
         self.next_obs = observations_to_tensor(obs, self.obs_space)
+        self.next_mask = self._read_masks(info)
         action_shape, action_dtype = action_tensor_layout(action_spec(self.action_space))
         self.buffers = {
             # Observations as the policy takes them (uint8 images stay uint8: the learner scales them).
@@ -63,6 +67,8 @@ class RolloutCollector:
             "logprobs": torch.zeros((T, N)),
             "values": torch.zeros((T, N)),
         }
+        if self.masks is not None:  # the masks each action was chosen under, re-applied by the update
+            self.buffers["action_masks"] = torch.zeros((T, N, self.masks.size), dtype=torch.bool)
         # What the environments return, written from numpy each step into arrays that these tensors share
         # memory with: a numpy row write costs a tenth of a tensor conversion and copy, ~30% of a CartPole step.
         self._np = {"rewards": np.zeros((T, N), np.float32), "terminated": np.zeros((T, N), bool),
@@ -85,6 +91,9 @@ class RolloutCollector:
                 f"environment {self.env_id!r} raised in {method}() on rank {self.rank}{self._where(err)}: "
                 f"{type(err).__name__}: {err}. The last checkpoint saved before it is unchanged."
             ) from err
+
+    def _read_masks(self, info: dict[str, Any]) -> Optional[Tensor]:
+        return None if self.masks is None else self.masks.read(self.envs, info, self.steps_taken // self.num_envs)
 
     def _where(self, err: Exception) -> str:
         """Which sub-environment raised, and at which of its own steps (each is stepped once per vector step)."""
@@ -139,7 +148,11 @@ class RolloutCollector:
             buf["obs"][step] = self.next_obs
             if self.next_step:
                 self.weights[step] = (~self.resets_next).float()
-            action, logprob, value = policy.act(self.next_obs, self.generator)
+            if self.masks is None:
+                action, logprob, value = policy.act(self.next_obs, self.generator)
+            else:
+                buf["action_masks"][step] = self.next_mask
+                action, logprob, value = policy.act(self.next_obs, self.generator, action_mask=self.next_mask)
             buf["actions"][step], buf["logprobs"][step], buf["values"][step] = action, logprob, value
             env_action = actions_to_env(action, self.action_space)
             t1 = time.perf_counter()
@@ -152,6 +165,8 @@ class RolloutCollector:
             if self.next_step:
                 self.resets_next = self.dones[step].clone()
             self.next_obs = observations_to_tensor(obs, self.obs_space)
+            if self.masks is not None:
+                self.next_mask = self._read_masks(info)
             if "_episode" in info:
                 done_idx = np.flatnonzero(info["_episode"])
                 episode_returns += info["episode"]["r"][done_idx].tolist()
@@ -184,6 +199,7 @@ class RolloutCollector:
             "iterations": self.iterations,
             "running_return": self.running_return.clone(),
             "resets_next": self.resets_next.clone(),
+            "next_mask": None if self.next_mask is None else self.next_mask.clone(),
         }
         try:
             state["envs"] = pickle.dumps(self.envs)
@@ -203,11 +219,13 @@ class RolloutCollector:
             self.envs = pickle.loads(state["envs"])
             self.next_obs = state["next_obs"]
             self.resets_next = state["resets_next"].clone()
+            self.next_mask = state["next_mask"]
             return None
         # Deterministic fallback: a reset seeded from (seed, rank, iteration); episodes restart.
         seed = int(np.random.SeedSequence([self.seed, self.rank, self.iterations]).generate_state(1)[0])
-        obs, _ = self._call("reset", seed=seed)
+        obs, info = self._call("reset", seed=seed)
         self.next_obs = observations_to_tensor(obs, self.obs_space)
+        self.next_mask = self._read_masks(info)
         self.running_return.zero_()
         self.resets_next.zero_()
         return (f"the environments of rank {self.rank} could not be saved ({state.get('envs_error')}); they were "

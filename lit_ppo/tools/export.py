@@ -8,6 +8,10 @@ Writes the checkpoint's policy as one file that maps a batch of observations to 
 - output ``action``: ``[batch, *action_shape]``: int64 for Discrete (CartPole: ``[batch]``) and MultiDiscrete,
   float32 for Box (the unclipped Gaussian mean: clip to the action space's bounds before stepping).
 
+With invalid-action masks (a policy trained with ``data.action_masks``) the file takes a second input,
+``action_mask``: ``[batch, mask_size]`` bool, True = valid (:mod:`lit_ppo.action_masks`), and picks (or samples)
+valid actions only.
+
 It is the ActorCritic's own ``act`` path, so observation normalization (running statistics saved with the
 policy) is folded in. Deterministic by default (the distribution's mode); ``--stochastic`` samples instead.
 The batch axis is dynamic. After writing, the file is loaded back and checked against the checkpoint's policy.
@@ -16,6 +20,7 @@ The batch axis is dynamic. After writing, the file is loaded back and checked ag
 import argparse
 import sys
 from pathlib import Path
+from typing import Optional
 
 import torch
 from torch import Tensor, nn
@@ -30,19 +35,21 @@ class ExportError(Exception):
 
 
 class DeployedPolicy(nn.Module):
-    """Observations to actions through :meth:`lit_ppo.networks.ActorCritic.act`, with nothing else in the way."""
+    """Observations (and action masks, where the policy was trained with them) to actions through
+    :meth:`lit_ppo.networks.ActorCritic.act`, with nothing else in the way."""
 
     def __init__(self, policy: nn.Module, deterministic: bool = True) -> None:
         super().__init__()
         self.policy, self.deterministic = policy, deterministic
 
-    def forward(self, obs: Tensor) -> Tensor:
-        action, _, _ = self.policy.act(obs, deterministic=self.deterministic)
+    def forward(self, obs: Tensor, action_mask: Optional[Tensor] = None) -> Tensor:
+        action, _, _ = self.policy.act(obs, deterministic=self.deterministic, action_mask=action_mask)
         return action
 
 
 def load_policy(ckpt_path: Path):
-    """The checkpoint's ``ActorCritic`` (CPU, eval mode) and a batch of 2 example observations of its env."""
+    """The checkpoint's ``ActorCritic`` (CPU, eval mode), a batch of 2 example observations of its env, and example
+    action masks (None for a policy trained without them)."""
     if not ckpt_path.is_file():
         raise ExportError(f"checkpoint not found: {ckpt_path}")
     from lit_ppo.module import PPOModule
@@ -54,7 +61,14 @@ def load_policy(ckpt_path: Path):
         raise ExportError(f"{ckpt_path}: not a lit_ppo checkpoint ({type(err).__name__}: {err})") from err
     data = checkpoint.get("datamodule_hyper_parameters") or {}
     env_id = data.get("env_id") or module.hparams.env_spec["env_id"]
-    return module.policy.eval(), example_observations(env_id, data.get("env_kwargs"), data.get("wrappers"))
+    policy = module.policy.eval()
+    example = example_observations(env_id, data.get("env_kwargs"), data.get("wrappers"))
+    mask = None
+    if module.hparams.env_spec.get("action_masks"):
+        # Row 0 allows everything, row 1 all but the first choice of each component: the check sees masks at work.
+        mask = torch.ones((example.shape[0], policy.head.mask_size), dtype=torch.bool)
+        mask[1, 0] = False
+    return policy, example, mask
 
 
 def example_observations(env_id: str, env_kwargs=None, wrappers=None, batch: int = 2) -> Tensor:
@@ -70,54 +84,60 @@ def example_observations(env_id: str, env_kwargs=None, wrappers=None, batch: int
     return batch_observations(samples, space)
 
 
-def export_onnx(model: DeployedPolicy, example: Tensor, output: Path) -> None:
+def export_onnx(model: DeployedPolicy, example: Tensor, output: Path, mask: Optional[Tensor] = None) -> None:
     try:
         import onnx  # noqa: F401
         import onnxscript  # noqa: F401  (torch's ONNX exporter translates with it)
     except ImportError as err:
         raise ExportError(f"ONNX export needs onnx and onnxscript ({err}): pip install 'lit_ppo[export]'") from None
+    batch = torch.export.Dim("batch")
+    inputs, names, shapes = (example,), ["obs"], {"obs": {0: batch}}
+    if mask is not None:
+        inputs, names, shapes = (example, mask), ["obs", "action_mask"], {"obs": {0: batch}, "action_mask": {0: batch}}
     torch.onnx.export(
-        model, (example,), str(output), input_names=["obs"], output_names=["action"],
-        dynamic_shapes={"obs": {0: torch.export.Dim("batch")}},
+        model, inputs, str(output), input_names=names, output_names=["action"], dynamic_shapes=shapes,
         external_data=False,  # one self-contained file; a policy is far below ONNX's 2 GB limit
         verbose=False,
     )
 
 
-def export_torchscript(model: DeployedPolicy, example: Tensor, output: Path) -> None:
+def export_torchscript(model: DeployedPolicy, example: Tensor, output: Path, mask: Optional[Tensor] = None) -> None:
     # Tracing records the ops run on the example; the heads' Python branching is fixed by then. A sampled
     # (stochastic) output differs between runs by design, so the tracer's self-check is off for it.
-    traced = torch.jit.trace(model, example, check_trace=model.deterministic)
+    inputs = (example,) if mask is None else (example, mask)
+    traced = torch.jit.trace(model, inputs, check_trace=model.deterministic)
     traced.save(str(output))
 
 
-def run_exported(path: Path, fmt: str, obs: Tensor) -> Tensor:
+def run_exported(path: Path, fmt: str, obs: Tensor, mask: Optional[Tensor] = None) -> Tensor:
     """Actions from the exported file (for the check after writing)."""
     if fmt == "torchscript":
-        return torch.jit.load(str(path))(obs)
+        return torch.jit.load(str(path))(obs) if mask is None else torch.jit.load(str(path))(obs, mask)
     try:
         import onnxruntime
     except ImportError:
         return None
     session = onnxruntime.InferenceSession(str(path), providers=["CPUExecutionProvider"])
-    return torch.from_numpy(session.run(["action"], {"obs": obs.numpy()})[0])
+    feeds = {"obs": obs.numpy()} if mask is None else {"obs": obs.numpy(), "action_mask": mask.numpy()}
+    return torch.from_numpy(session.run(["action"], feeds)[0])
 
 
 def export(ckpt_path: Path, fmt: str, output: Path, deterministic: bool = True) -> str:
     """Writes the policy to ``output``; returns a one-line description of its input and output."""
-    policy, example = load_policy(ckpt_path)
+    policy, example, mask = load_policy(ckpt_path)
     model = DeployedPolicy(policy, deterministic).eval()
     with torch.no_grad():
-        expected = model(example)
+        expected = model(example, mask)
         output.parent.mkdir(parents=True, exist_ok=True)
-        (export_onnx if fmt == "onnx" else export_torchscript)(model, example, output)
+        (export_onnx if fmt == "onnx" else export_torchscript)(model, example, output, mask)
         if deterministic:
-            got = run_exported(output, fmt, example)
+            got = run_exported(output, fmt, example, mask)
             if got is not None and not torch.allclose(got.to(expected.dtype), expected, atol=1e-5):
                 raise ExportError(f"{output}: exported actions {got} differ from the checkpoint's {expected}")
     shape = ", ".join(["batch", *map(str, example.shape[1:])])
     action_shape = ", ".join(["batch", *map(str, expected.shape[1:])])
-    return (f"input 'obs' {str(example.dtype).removeprefix('torch.')} [{shape}] -> "
+    masks = "" if mask is None else f", 'action_mask' bool [batch, {mask.shape[1]}]"
+    return (f"input 'obs' {str(example.dtype).removeprefix('torch.')} [{shape}]{masks} -> "
             f"output 'action' {str(expected.dtype).removeprefix('torch.')} [{action_shape}]")
 
 
