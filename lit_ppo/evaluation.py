@@ -23,8 +23,8 @@ def evaluate_policy(policy, envs, episodes: int, seed: int, action_masks=None) -
     finished = np.zeros(episodes, dtype=bool)
     step = 0
     while not finished.all():
-        mask = None if action_masks is None else action_masks.read(envs, info, step)
-        action, _, _ = policy.act(observations_to_tensor(obs, obs_space), deterministic=True, action_mask=mask)
+        masked = {} if action_masks is None else {"action_mask": action_masks.read(envs, info, step)}
+        action, _, _ = policy.act(observations_to_tensor(obs, obs_space), deterministic=True, **masked)
         obs, reward, terminated, truncated, info = envs.step(actions_to_env(action, action_space))
         step += 1
         running = ~finished
