@@ -43,3 +43,8 @@ def test_breakout_envpool_config_trains_end_to_end(cli_in_process, tmp_path):
     assert state["hyper_parameters"]["env_spec"]["observation"]["shape"] == [4, 84, 84]
     # the Nature CNN's first layer: 32 filters of 8x8 over the 4 stacked frames
     assert state["state_dict"]["policy.encoder.cnns.0.0.weight"].shape == (32, 4, 8, 8)
+    # export builds its example observations from EnvPool (Breakout-v5 is no gymnasium id)
+    from lit_ppo.tools.export import export
+
+    signature = export(tmp_path / "runs/breakout_envpool/checkpoints/last.ckpt", "torchscript", tmp_path / "p.pt")
+    assert "input 'obs' uint8 [batch, 4, 84, 84]" in signature

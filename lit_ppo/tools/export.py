@@ -62,7 +62,8 @@ def load_policy(ckpt_path: Path):
     data = checkpoint.get("datamodule_hyper_parameters") or {}
     env_id = data.get("env_id") or module.hparams.env_spec["env_id"]
     policy = module.policy.eval()
-    example = example_observations(env_id, data.get("env_kwargs"), data.get("wrappers"))
+    example = example_observations(env_id, data.get("env_kwargs"), data.get("wrappers"),
+                                   vectorization=data.get("vectorization", "sync"), num_envs=data.get("num_envs", 1))
     mask = None
     if module.hparams.env_spec.get("action_masks"):
         # Row 0 allows everything, row 1 all but the first choice of each component: the check sees masks at work.
@@ -71,13 +72,19 @@ def load_policy(ckpt_path: Path):
     return policy, example, mask
 
 
-def example_observations(env_id: str, env_kwargs=None, wrappers=None, batch: int = 2) -> Tensor:
-    """Observations sampled from the env's space, converted exactly as rollouts convert them."""
-    from lit_ppo.envs import make_env
+def example_observations(env_id: str, env_kwargs=None, wrappers=None, batch: int = 2, vectorization="sync",
+                         num_envs: int = 1) -> Tensor:
+    """Observations sampled from the env's space, converted exactly as rollouts convert them; the space is that of
+    the vector env training used where it was not sync/async (EnvPool, a user's factory: no gymnasium id needed)."""
+    from lit_ppo.envs import make_env, make_vector_env
     from lit_ppo.spaces import batch_observations
 
-    env = make_env(env_id, env_kwargs, wrappers)
-    space = env.observation_space
+    if vectorization in ("sync", "async"):
+        env = make_env(env_id, env_kwargs, wrappers)
+        space = env.observation_space
+    else:
+        env = make_vector_env(env_id, num_envs, vectorization, env_kwargs, wrappers)
+        space = env.single_observation_space
     env.close()
     space.seed(0)
     samples = [space.sample() for _ in range(batch)]  # batch >= 2: torch.export specializes a batch of 1
