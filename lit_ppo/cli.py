@@ -29,7 +29,10 @@ TOOL_COMMANDS: dict[str, str] = {
     "plot": "lit_ppo.tools.plot:main",
     "export": "lit_ppo.tools.export:main",
     "profile": "lit_ppo.tools.profile:main",
+    "tune": "lit_ppo.tools.tune:main",
 }
+# What `python -m lit_ppo` sets beside the user's config: the seed, and a Trainer bounded by the step budget.
+CLI_DEFAULTS: dict = {"seed_everything_default": 1, "trainer_defaults": {"max_epochs": -1, "num_sanity_val_steps": 0}}
 
 
 class PPOCLI(LightningCLI):
@@ -117,6 +120,17 @@ class PPOCLI(LightningCLI):
         return super().instantiate_trainer(**{"callbacks": configured + added, **kwargs})
 
 
+def instantiate(args: list[str]) -> PPOCLI:
+    """The model, data module and Trainer that ``fit`` with ``args`` (a config and overrides, no subcommand) would
+    run, built but not run (``.model``, ``.datamodule``, ``.trainer``): for tools that drive fits themselves
+    (``lit_ppo tune``). Bad settings raise :class:`ConfigError` as in ``fit``."""
+    _quiet_known_warnings("fit")
+    # The tool's own command line is in sys.argv; the fit's is `args`, on purpose.
+    warnings.filterwarnings("ignore", message=".*args parameter is intended to run from within Python.*")
+    return PPOCLI(PPOModule, PPODataModule, args=resolve_config_paths(args), run=False, save_config_callback=None,
+                  **CLI_DEFAULTS)
+
+
 def resolve_config_paths(args: list[str]) -> list[str]:
     """A bare config name that is not a file here (``--config cartpole.yaml``) means the shipped config."""
     resolved = list(args)
@@ -185,15 +199,8 @@ def main(args: Optional[list[str]] = None) -> None:
     else:
         args = resolve_config_paths(args)
     try:
-        PPOCLI(
-            PPOModule,
-            PPODataModule,
-            args=args,
-            run_subcommand=argv[0] if argv else None,
-            seed_everything_default=1,
-            trainer_defaults={"max_epochs": -1, "num_sanity_val_steps": 0},
-            save_config_kwargs={"overwrite": True},
-        )
+        PPOCLI(PPOModule, PPODataModule, args=args, run_subcommand=argv[0] if argv else None,
+               save_config_kwargs={"overwrite": True}, **CLI_DEFAULTS)
     except MisconfigurationException as err:  # every rank meets the same configuration: said once
         _fail(explain_lightning_error(err), every_rank=True)
     except (ConfigError, EnvStepError, NonFiniteError) as err:
