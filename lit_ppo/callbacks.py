@@ -3,17 +3,21 @@
 """
 
 import csv
+import os
 import warnings
 from pathlib import Path
 from typing import Any, Optional
 
 import lightning as L
-from lightning.pytorch.callbacks import BasePredictionWriter, Callback, ProgressBar, TQDMProgressBar
-from tqdm import tqdm  # tqdm.write: a line printed above any open progress bar
+from lightning.pytorch.callbacks import BasePredictionWriter, Callback, Checkpoint, ProgressBar, TQDMProgressBar
+from tqdm import tqdm
+
+from lit_ppo.checkpointing import PeriodicCheckpoint  # tqdm.write: a line printed above any open progress bar
 
 # Read from the module's latest rollout (it does not self.log them): the numbers PPO users watch.
 BAR_METRICS = ("rollout/return_mean", "time/sps")
 HIDDEN_BAR_METRICS = ("time/env_steps", "v_num")  # the bar's own count; the logger's version
+DEFAULT_LAST_EVERY = 10  # iterations between the default last.ckpt saves of a fit without a checkpoint callback
 TB_PREVIEW_WIDTH = 320
 
 
@@ -91,6 +95,10 @@ def default_callbacks(subcommand: Optional[str], trainer_config: Any, callbacks:
     - :class:`EnvStepProgressBar` in place of Lightning's batch counter, unless the bar is off
       (``trainer.enable_progress_bar: false``) or the config names a progress bar.
     - :class:`EpisodeCSVWriter` for ``predict``, unless the config names a prediction writer.
+    - for ``fit`` without any checkpoint callback (no config, say): a
+      :class:`lit_ppo.checkpointing.PeriodicCheckpoint` keeping ``last.ckpt`` in ``<default_root_dir>/checkpoints``
+      every 10 iterations (and at the end, and on SIGTERM), where ``--ckpt_path last`` finds it again; Lightning's
+      own default would put it in a new ``lightning_logs/version_N`` per run.
     """
     added: list[Callback] = []
     bar_on = trainer_config.get("enable_progress_bar") is not False
@@ -98,6 +106,11 @@ def default_callbacks(subcommand: Optional[str], trainer_config: Any, callbacks:
         added.append(EnvStepProgressBar())
     if subcommand == "predict" and not any(isinstance(c, BasePredictionWriter) for c in callbacks):
         added.append(EpisodeCSVWriter())
+    checkpointing = trainer_config.get("enable_checkpointing") is not False
+    if subcommand == "fit" and checkpointing and not any(isinstance(c, Checkpoint) for c in callbacks):
+        root = trainer_config.get("default_root_dir") or "."
+        added.append(PeriodicCheckpoint(dirpath=os.path.join(str(root), "checkpoints"), save_top_k=0,
+                                        save_last=True, every_n_epochs=DEFAULT_LAST_EVERY))
     return added
 
 
