@@ -12,7 +12,7 @@ A mask is flat: ``n`` booleans for ``Discrete(n)``; the components' masks concat
 (``sum(nvec)``); a ``[0 valid, 1 valid]`` pair per element for ``MultiBinary`` (``2 * n``). Box actions have none.
 """
 
-from typing import Any, Optional
+from typing import Any
 
 import numpy as np
 import torch
@@ -28,14 +28,18 @@ INFO_KEY = "action_mask"
 
 def mask_size(spec: ActionSpec, source: str) -> int:
     """The booleans in one sub-environment's mask; a :class:`ConfigError` for a source or space that has none."""
+    return _checked_head(spec, source).mask_size
+
+
+def _checked_head(spec: ActionSpec, source: str):
     if source not in MASK_SOURCES:
         raise ConfigError(f"data.action_masks: must be null, 'method' (the env's action_masks()) or 'info' "
                           f"(info['{INFO_KEY}']), got {source!r}.")
-    size = make_head(spec).mask_size
-    if size is None:
+    head = make_head(spec)
+    if head.mask_size is None:
         raise ConfigError(f"data.action_masks: the action space {spec} has no action masks (Discrete, MultiDiscrete "
                           "and MultiBinary do); turn data.action_masks off.")
-    return size
+    return head
 
 
 class ActionMaskReader:
@@ -43,8 +47,8 @@ class ActionMaskReader:
     tensor, refusing a mask of the wrong size and a sub-environment with no valid action."""
 
     def __init__(self, spec: ActionSpec, source: str, env_id: str = "?", rank: int = 0) -> None:
-        self.size, self.source = mask_size(spec, source), source
-        self.head, self.env_id, self.rank = make_head(spec), env_id, rank
+        self.head, self.source, self.env_id, self.rank = _checked_head(spec, source), source, env_id, rank
+        self.size = self.head.mask_size
 
     def read(self, envs, info: dict[str, Any], own_step: int) -> Tensor:
         if self.source == "method":
@@ -75,7 +79,3 @@ class ActionMaskReader:
                 f"step {own_step}, allows no action{' for some component' if mask.shape[1] > 2 else ''}: "
                 f"{mask[index].tolist()}. Every state needs at least one valid action.")
         return mask
-
-
-def empty_masks(size: Optional[int] = None) -> Tensor:
-    return torch.zeros((0, size or 0), dtype=torch.bool)

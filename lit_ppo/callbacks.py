@@ -10,9 +10,9 @@ from typing import Any, Optional
 
 import lightning as L
 from lightning.pytorch.callbacks import BasePredictionWriter, Callback, Checkpoint, ProgressBar, TQDMProgressBar
-from tqdm import tqdm
+from tqdm import tqdm  # tqdm.write: a line printed above any open progress bar
 
-from lit_ppo.checkpointing import PeriodicCheckpoint  # tqdm.write: a line printed above any open progress bar
+from lit_ppo.checkpointing import PeriodicCheckpoint
 
 # Read from the module's latest rollout (it does not self.log them): the numbers PPO users watch.
 BAR_METRICS = ("rollout/return_mean", "time/sps")

@@ -76,9 +76,9 @@ class RolloutCollector:
         self.rewards, self.terminated, self.dones, self.truncated_only = (
             torch.from_numpy(self._np[key]) for key in ("rewards", "terminated", "dones", "truncated_only"))
         self.final_values = torch.zeros((T, N))  # V(final observation) where an episode was truncated (same-step)
-        # NEXT_STEP: which sub-environments reset at the coming step, and each step's sample weight
+        # NEXT_STEP: which sub-environments ended their episode at the previous rollout's last step (and so reset
+        # at this rollout's first)
         self.resets_next = torch.zeros(N, dtype=torch.bool)
-        self.weights = torch.ones((T, N))
         # Discounted return of the raw rewards per step, from which the policy's reward scale is estimated.
         self.reward_returns = torch.zeros((T, N))
         self.running_return = torch.zeros(N)
@@ -120,8 +120,7 @@ class RolloutCollector:
         # Copies made outside inference mode: the learner's autograd may save them for backward.
         data: dict[str, Any] = {k: v.flatten(0, 1).clone() for k, v in buf.items()}
         data["advantages"], data["returns"] = advantages.flatten(), returns.flatten()
-        real = self.weights.flatten() > 0
-        data["weights"] = self.weights.flatten().clone() if self.next_step else torch.zeros(0)
+        data["weights"], real = self._sample_weights()
         data["reward_returns"] = (self.reward_returns.flatten()[real].clone() if self.normalize_reward
                                   else torch.zeros(0))
         timings["gae_ms"] = (time.perf_counter() - t0) * 1e3
@@ -133,6 +132,16 @@ class RolloutCollector:
                                   if values.is_floating_point() and not bool(values.isfinite().all()))
         self.iterations += 1
         return data
+
+    def _sample_weights(self) -> tuple[Tensor, Any]:
+        """``(weights, real)``: next-step autoreset's sample weights, 0 at a reset step (the step after a done),
+        and the index of the real transitions; same-step: no weights, every sample real."""
+        if not self.next_step:
+            return torch.zeros(0), slice(None)
+        resets = torch.cat([self.resets_next.unsqueeze(0), self.dones[:-1]])
+        self.resets_next = self.dones[-1].clone()
+        weights = (~resets).float().flatten()
+        return weights, weights > 0
 
     @torch.inference_mode()
     def _play(self, policy, timings: dict[str, float]) -> tuple[Tensor, tuple[list, list]]:
@@ -146,8 +155,6 @@ class RolloutCollector:
         for step in range(self.num_steps):
             t0 = time.perf_counter()
             buf["obs"][step] = self.next_obs
-            if self.next_step:
-                self.weights[step] = (~self.resets_next).float()
             if self.masks is None:
                 action, logprob, value = policy.act(self.next_obs, self.generator)
             else:
@@ -162,8 +169,6 @@ class RolloutCollector:
             arrays["terminated"][step] = terminated
             np.logical_or(terminated, truncated, out=arrays["dones"][step])
             truncated_only = np.logical_and(truncated, ~terminated, out=arrays["truncated_only"][step])
-            if self.next_step:
-                self.resets_next = self.dones[step].clone()
             self.next_obs = observations_to_tensor(obs, self.obs_space)
             if self.masks is not None:
                 self.next_mask = self._read_masks(info)
