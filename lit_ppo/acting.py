@@ -33,19 +33,28 @@ class DeviceActor:
 
     def __init__(self, policy: ActorCritic) -> None:
         self.policy = policy
+        self.state_size = policy.state_size
+
+    def initial_state(self, n: int) -> Optional[Tensor]:
+        return torch.zeros((n, self.state_size)) if self.state_size else None  # on the CPU, as what it returns
 
     def act(
         self, obs: Tensor, generator: Optional[torch.Generator] = None, deterministic: bool = False,
-        action_mask: Optional[Tensor] = None,
-    ) -> tuple[Tensor, Tensor, Tensor]:
-        params, value = self.policy(obs.to(_device(self.policy), non_blocking=True))
+        action_mask: Optional[Tensor] = None, state: Optional[Tensor] = None, starts: Optional[Tensor] = None,
+    ) -> tuple[Tensor, Tensor, Tensor, Optional[Tensor]]:
+        params, value, state = self.policy(*self._to_device(obs, state, starts))
         params, value = params.cpu(), value.cpu()
         if action_mask is not None:
             params = self.policy.head.masked(params, action_mask)
-        return (*self.policy.head.choose(params, generator, deterministic), value)
+        return (*self.policy.head.choose(params, generator, deterministic), value,
+                None if state is None else state.cpu())
 
-    def value(self, obs: Tensor) -> Tensor:
-        return self.policy.value(obs.to(_device(self.policy), non_blocking=True)).cpu()
+    def value(self, obs: Tensor, state: Optional[Tensor] = None, starts: Optional[Tensor] = None) -> Tensor:
+        return self.policy.value(*self._to_device(obs, state, starts)).cpu()
+
+    def _to_device(self, *tensors: Optional[Tensor]) -> list[Optional[Tensor]]:
+        device = _device(self.policy)
+        return [None if t is None else t.to(device, non_blocking=True) for t in tensors]
 
     def scale_rewards(self, *tensors: Optional[Tensor]) -> Tensor:
         moved = [t.to(_device(self.policy)) if t is not None else None for t in tensors]
@@ -136,9 +145,10 @@ def cpu_copy(policy: ActorCritic, cached: Optional[ActorCritic]) -> ActorCritic:
 def time_acting(policy, obs: Tensor, repeats: int = 30) -> float:
     """Median seconds of one acting forward pass (inputs on the CPU, outputs back on the CPU)."""
     generator = torch.Generator().manual_seed(0)
+    state = torch.zeros((obs.shape[0], policy.state_size)) if policy.state_size else None
     times = []
     for _ in range(repeats + 3):
         start = time.perf_counter()
-        policy.act(obs, generator)
+        policy.act(obs, generator, state=state)
         times.append(time.perf_counter() - start)
     return statistics.median(times[3:])

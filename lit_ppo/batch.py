@@ -34,10 +34,19 @@ class Rollout:
         action_masks: ``[B, mask_size]`` bool, the invalid-action masks each action was chosen under (True = valid;
             :mod:`lit_ppo.action_masks`), re-applied when the update recomputes log-probabilities and entropy.
             Empty without ``data.action_masks``.
+        episode_starts: ``[B]`` bool, the inputs that begin an episode, where a recurrent policy's state is zeroed
+            (:mod:`lit_ppo.recurrent`). Empty for a feed-forward policy.
+
+    Recurrent policies only:
+        recurrent_states: ``[num_envs, state_size]``, each environment's recurrent state before the rollout's first
+            step: with ``episode_starts``, what the update needs to replay each environment's sequence as acting saw
+            it. Empty for a feed-forward policy.
 
     The update's order:
         minibatch_indices: ``[update_epochs, num_minibatches, minibatch_size]`` long: row ``e, m`` picks the
-            samples of minibatch ``m`` of pass ``e``.
+            samples of minibatch ``m`` of pass ``e``. Recurrent: a minibatch is whole environment sequences, its row
+            step-major (``t * num_envs + env`` for each step ``t`` of each of its environments), so that it reshapes
+            to ``[num_steps, envs]``.
 
     Statistics and bookkeeping:
         reward_returns: discounted returns of the raw rewards at the real transitions, from which the reward scale
@@ -68,6 +77,8 @@ class Rollout:
     timings: dict[str, float] = field(default_factory=dict)
     weights: Tensor = field(default_factory=lambda: torch.zeros(0))
     action_masks: Tensor = field(default_factory=lambda: torch.zeros((0, 0), dtype=torch.bool))
+    episode_starts: Tensor = field(default_factory=lambda: torch.zeros(0, dtype=torch.bool))
+    recurrent_states: Tensor = field(default_factory=lambda: torch.zeros((0, 0)))
     nonfinite: tuple[str, ...] = ()
     explained_variance: float = float("nan")
     env_steps: int = 0
@@ -81,12 +92,23 @@ class Rollout:
         return int(self.advantages.shape[0])
 
     def samples(self, index: Optional[Tensor] = None) -> dict[str, Tensor]:
-        """The per-sample tensors (with ``weights`` and ``action_masks`` where there are any), all of them or the rows
-        ``index`` (a minibatch)."""
-        names = self.SAMPLE_FIELDS + tuple(name for name in ("weights", "action_masks") if getattr(self, name).numel())
+        """The per-sample tensors (with ``weights``, ``action_masks`` and ``episode_starts`` where there are any), all
+        of them or the rows ``index`` (a minibatch); recurrent: with ``recurrent_states`` of the minibatch's
+        environments, whose first step's rows lead ``index``."""
+        optional = ("weights", "action_masks", "episode_starts")
+        names = self.SAMPLE_FIELDS + tuple(name for name in optional if getattr(self, name).numel())
         if index is None:
-            return {name: getattr(self, name) for name in names}
-        return {name: getattr(self, name)[index] for name in names}
+            samples = {name: getattr(self, name) for name in names}
+        else:
+            samples = {name: getattr(self, name)[index] for name in names}
+        if self.recurrent_states.numel():
+            num_envs = self.recurrent_states.shape[0]
+            if index is None:
+                samples["recurrent_states"] = self.recurrent_states
+            else:  # rows t * num_envs + env, step-major: the first len(index) / num_steps are step 0's
+                envs = index[: index.numel() * num_envs // self.size]
+                samples["recurrent_states"] = self.recurrent_states[envs]
+        return samples
 
     def pin_memory(self) -> "Rollout":
         """Page-locked copies (the DataLoader calls this with ``pin_memory=True``), so that the one copy per rollout

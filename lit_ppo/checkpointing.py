@@ -30,7 +30,7 @@ class CheckpointError(ConfigError):
 
 # Model settings that decide the network's shape: a checkpoint loads only into the same ones.
 ARCHITECTURE_KEYS = {"hidden_sizes": "hidden sizes", "encoder": "encoder", "activation": "activation",
-                     "network": "network"}
+                     "network": "network", "recurrent": "recurrent core"}
 
 
 def check_checkpoint_file(path: Optional[str]) -> Optional[dict[str, Any]]:

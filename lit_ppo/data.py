@@ -172,13 +172,29 @@ class PPODataModule(L.LightningDataModule):
         hp = self.hparams
         seed = self.base_seed + rank * hp.num_envs
         envs = make_vector_env(hp.env_id, hp.num_envs, hp.vectorization, hp.env_kwargs, hp.wrappers, seed=seed)
+        state_size = actor.policy.state_size
+        if state_size:
+            self._check_sequence_minibatches()
         generator = torch.Generator().manual_seed(seed)
         collector = RolloutCollector(
             envs, hp.num_steps, hp.gamma, hp.gae_lambda, seed, generator, env_id=hp.env_id, rank=rank,
-            normalize_reward=hp.normalize_reward, action_masks=self._mask_reader(rank),
+            normalize_reward=hp.normalize_reward, action_masks=self._mask_reader(rank), state_size=state_size,
         )
         return RolloutDataset(collector, actor, hp.update_epochs, hp.minibatch_size, self.steps_per_iteration,
-                              self.num_iterations, self._first_failure if self.world_size > 1 else None)
+                              self.num_iterations, self._first_failure if self.world_size > 1 else None,
+                              sequences=state_size > 0)
+
+    def _check_sequence_minibatches(self) -> None:
+        # A recurrent policy learns from whole environment sequences: a minibatch is a group of environments.
+        hp = self.hparams
+        envs_per_minibatch, rest = divmod(hp.minibatch_size, hp.num_steps)
+        if rest or envs_per_minibatch == 0 or hp.num_envs % envs_per_minibatch:
+            options = [k * hp.num_steps for k in range(1, hp.num_envs + 1) if hp.num_envs % k == 0]
+            raise ConfigError(
+                f"data.minibatch_size: with model.recurrent a minibatch is the whole rollouts of some environments, so "
+                f"it must be data.num_steps ({hp.num_steps}) times a divisor of data.num_envs ({hp.num_envs}), i.e. "
+                f"one of {options}; got {hp.minibatch_size}."
+            )
 
     def _mask_reader(self, rank: int = 0) -> Optional[ActionMaskReader]:
         source = self.hparams.action_masks

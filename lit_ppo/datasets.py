@@ -26,6 +26,8 @@ class RolloutDataset(IterableDataset):
         collector: plays this process's environments.
         actor: gives the policy to act with at each rollout (:class:`lit_ppo.acting.Actor`).
         update_epochs, minibatch_size: the update's passes and minibatch size, for ``minibatch_indices``.
+        sequences: minibatches of whole environment sequences (a recurrent policy's); ``minibatch_size`` is then a
+            multiple of the rollout's ``num_steps``.
         steps_per_iteration: environment steps of one rollout of all processes together.
         num_iterations: rollouts in the budget.
         first_failure: with several processes, makes an environment failure collective: given this process's
@@ -35,8 +37,9 @@ class RolloutDataset(IterableDataset):
 
     def __init__(self, collector: RolloutCollector, actor: Actor, update_epochs: int, minibatch_size: int,
                  steps_per_iteration: int, num_iterations: int,
-                 first_failure: Optional[Callable[[Optional[str]], Optional[str]]] = None) -> None:
-        self.collector, self.actor, self.first_failure = collector, actor, first_failure
+                 first_failure: Optional[Callable[[Optional[str]], Optional[str]]] = None,
+                 sequences: bool = False) -> None:
+        self.collector, self.actor, self.first_failure, self.sequences = collector, actor, first_failure, sequences
         self.update_epochs, self.minibatch_size = update_epochs, minibatch_size
         self.steps_per_iteration, self.num_iterations = steps_per_iteration, num_iterations
         self.rollout_size = collector.num_steps * collector.num_envs
@@ -45,10 +48,19 @@ class RolloutDataset(IterableDataset):
         return 1
 
     def minibatch_indices(self) -> Tensor:
-        """``update_epochs`` independent permutations of the rollout, split into minibatches."""
-        orders = [torch.randperm(self.rollout_size, generator=self.collector.generator)
-                  for _ in range(self.update_epochs)]
-        return torch.stack(orders).view(self.update_epochs, -1, self.minibatch_size)
+        """``update_epochs`` independent permutations of the rollout, split into minibatches; with ``sequences``,
+        permutations of the environments, each minibatch a group of them, its row step-major
+        (``t * num_envs + env``: see :class:`lit_ppo.batch.Rollout`)."""
+        if not self.sequences:
+            orders = [torch.randperm(self.rollout_size, generator=self.collector.generator)
+                      for _ in range(self.update_epochs)]
+            return torch.stack(orders).view(self.update_epochs, -1, self.minibatch_size)
+        steps, num_envs = self.collector.num_steps, self.collector.num_envs
+        envs = torch.stack([torch.randperm(num_envs, generator=self.collector.generator)
+                            for _ in range(self.update_epochs)])
+        envs = envs.view(self.update_epochs, -1, 1, self.minibatch_size // steps)
+        rows = torch.arange(steps).view(1, 1, steps, 1) * num_envs + envs  # [epochs, minibatches, steps, envs]
+        return rows.flatten(2)
 
     def _collect(self, policy) -> dict[str, Any]:
         if self.first_failure is None:

@@ -22,9 +22,11 @@ def evaluate_policy(policy, envs, episodes: int, seed: int, action_masks=None) -
     lengths = np.zeros(episodes, dtype=np.int64)
     finished = np.zeros(episodes, dtype=bool)
     step = 0
+    state = policy.initial_state(episodes)  # a recurrent policy's memory, zeros at the episodes' start (None: none)
     while not finished.all():
         masked = {} if action_masks is None else {"action_mask": action_masks.read(envs, info, step)}
-        action, _, _ = policy.act(observations_to_tensor(obs, obs_space), deterministic=True, **masked)
+        action, _, _, state = policy.act(observations_to_tensor(obs, obs_space), deterministic=True, state=state,
+                                         **masked)
         obs, reward, terminated, truncated, info = envs.step(actions_to_env(action, action_space))
         step += 1
         running = ~finished

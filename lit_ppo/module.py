@@ -43,6 +43,8 @@ class PPOModule(L.LightningModule):
         network: your own trunk instead of the built-in encoder and MLPs: a class path or ``{class_path: ...,
             init_args: {...}}`` of an ``nn.Module`` that maps an observation batch to ``[batch, features]``; the
             actor and value heads are linear layers on its features.
+        recurrent: an LSTM/GRU core before the actor/critic layers, ``{cell: lstm|gru, hidden_size: 128, layers: 1}``
+            (:mod:`lit_ppo.recurrent`); minibatches are then whole environment sequences.
         lr: Adam learning rate (eps 1e-5).
         anneal_lr: anneal the learning rate linearly to 0 over the budget.
         clip_coef: PPO's ratio clip epsilon.
@@ -63,9 +65,8 @@ class PPOModule(L.LightningModule):
             on an accelerator; logged as ``stats/skipped_updates`` and warned about) (:mod:`lit_ppo.nonfinite`).
         max_skipped_rollouts: with ``on_nonfinite: skip``, stop with the same error after this many rollouts in a
             row whose every update was skipped.
-        compile: run the minibatch objective and its backward (:class:`lit_ppo.objective.PPOObjective`) through
-            ``torch.compile``: ``true`` or a mode (``reduce-overhead``: CUDA graphs on a GPU); eager with a message
-            where compiling fails. Off by default: it costs seconds at start-up (``docs/performance.md``).
+        compile: ``torch.compile`` the minibatch objective and its backward (:class:`lit_ppo.objective.PPOObjective`):
+            ``true`` or a mode; off by default, it costs seconds at start-up (``docs/performance.md``).
     """
 
     def __init__(
@@ -75,6 +76,7 @@ class PPOModule(L.LightningModule):
         encoder: str = "auto",
         activation: str = "tanh",
         network: Optional[ClassPathConfig] = None,
+        recurrent: Optional[dict[str, Any]] = None,
         lr: float = 2.5e-4,
         anneal_lr: bool = True,
         clip_coef: float = 0.2,
@@ -110,16 +112,15 @@ class PPOModule(L.LightningModule):
         self.save_hyperparameters()
         self.automatic_optimization = False  # several optimizer steps per Lightning step: see the module docstring
         self.policy = ActorCritic.from_env_spec(env_spec, hidden_sizes=list(hidden_sizes), encoder=encoder,
-                                                activation=activation, network=network)
+                                                activation=activation, network=network, recurrent=recurrent)
         self.objective = PPOObjective(self.policy, vf_coef, ent_coef, clip_vloss, compile)
         self.recent_episodes = RecentEpisodes(RECENT_EPISODES)
         self.nonfinite = NonFiniteGuard(on_nonfinite, max_skipped_rollouts)
         self.rollout_metrics: dict[str, float] = {}  # the latest rollout's metrics, as the loggers got them
         self.rollout_logging = RolloutLogging()
         self.env_steps = 0  # environment steps of all processes so far: the step every metric is logged at
-        self._epoch_start = self._fit_start = 0.0
+        self._epoch_start = self._fit_start = self._transfer_ms = 0.0
         self._fit_start_steps = 0
-        self._transfer_ms = 0.0
         self._summary: dict[str, Any] = {}
 
     # -- wiring ---------------------------------------------------------------------------------------------------
@@ -139,9 +140,8 @@ class PPOModule(L.LightningModule):
         return [SaveLastOnStop()]
 
     def configure_optimizers(self) -> torch.optim.Optimizer:
-        # Fused Adam (one kernel for all parameters) is ~4x faster than the CPU default for a small MLP, but
-        # Lightning refuses gradient clipping with it under mixed precision (it unscales internally): there the
-        # multi-tensor implementation is used.
+        # Fused Adam is ~4x faster than the CPU default for a small MLP, but Lightning refuses gradient clipping
+        # with it under mixed precision (it unscales internally): there the multi-tensor one is used.
         kind = {"foreach": True} if "mixed" in str(self.trainer.precision) else {"fused": True}
         return torch.optim.Adam(self.parameters(), lr=self.hparams.lr, eps=1e-5, **kind)
 

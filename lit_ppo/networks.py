@@ -7,6 +7,10 @@ Three shapes, by what the observation is and what the config asks for:
 - a lone image: a Nature-CNN trunk shared by actor and critic, with linear heads;
 - ``network``: the user's ``nn.Module`` as a shared trunk, with linear heads.
 
+With ``recurrent`` (:mod:`lit_ppo.recurrent`), an LSTM/GRU core sits between the encoder and the actor/critic
+layers, shared by both; every pass then takes the recurrent state of each environment and the episode-start flags
+of its inputs, and returns the state after them.
+
 Initialization is PPO's reference one: orthogonal, gain sqrt(2) hidden, 0.01 policy output, 1 value output.
 """
 
@@ -22,6 +26,7 @@ from lit_ppo.distributions import DiagGaussianHead, make_head
 from lit_ppo.encoders import NormalizedObservation, ObservationEncoder, layer_init
 from lit_ppo.errors import ConfigError
 from lit_ppo.normalization import CLIP, RunningMeanStd
+from lit_ppo.recurrent import RecurrentConfig, RecurrentCore
 from lit_ppo.spaces import ActionSpec, ObservationSpec, spec_from_dict
 
 ACTIVATIONS = {"tanh": nn.Tanh, "relu": nn.ReLU}
@@ -91,6 +96,7 @@ class ActorCritic(nn.Module):
         network: the user's trunk, a class path or ``{class_path, init_args}`` (see :class:`UserTrunk`).
         normalize_obs: normalize vector observations by running statistics (clip +-10).
         normalize_reward: keep running statistics of the discounted return, by which rollouts scale rewards.
+        recurrent: ``{cell: lstm|gru, hidden_size, layers}`` (:class:`lit_ppo.recurrent.RecurrentConfig`), or None.
     """
 
     def __init__(
@@ -103,6 +109,7 @@ class ActorCritic(nn.Module):
         network: Optional[ClassPathConfig] = None,
         normalize_obs: bool = False,
         normalize_reward: bool = False,
+        recurrent: Any = None,
     ) -> None:
         super().__init__()
         if activation not in ACTIVATIONS:
@@ -116,6 +123,9 @@ class ActorCritic(nn.Module):
             if self.encoder.image_only:
                 hidden_sizes = []  # the CNN is the trunk (CleanRL / baselines Atari PPO)
         n = self.encoder.num_features
+        config = recurrent if isinstance(recurrent, RecurrentConfig) else RecurrentConfig.parse(recurrent)
+        self.core = RecurrentCore(n, config) if config is not None else None
+        n = self.core.hidden_size if self.core is not None else n
         self.actor = mlp(n, hidden_sizes, self.head.num_outputs, 0.01, activation)
         self.critic = mlp(n, hidden_sizes, 1, 1.0, activation)
         # The Gaussian's state-independent log-std: optimized and saved with the policy; std 1 at the start.
@@ -130,33 +140,66 @@ class ActorCritic(nn.Module):
                    normalize_obs=bool(env_spec.get("normalize_obs")),
                    normalize_reward=bool(env_spec.get("normalize_reward")), **kwargs)
 
-    def forward(self, obs: Tensor) -> tuple[Tensor, Tensor]:
-        """Distribution parameters and values, both cast to fp32 (autocast may have made them half precision)."""
+    @property
+    def state_size(self) -> int:
+        """Floats of recurrent state per environment (0: a feed-forward policy)."""
+        return self.core.state_size if self.core is not None else 0
+
+    def initial_state(self, n: int) -> Optional[Tensor]:
+        """The state of ``n`` environments before their first step (zeros), or None for a feed-forward policy."""
+        return self.core.initial_state(n, next(self.parameters()).device) if self.core is not None else None
+
+    def features(self, obs: Tensor, state: Optional[Tensor] = None,
+                 starts: Optional[Tensor] = None) -> tuple[Tensor, Optional[Tensor]]:
+        """Features for the actor and critic layers, and the recurrent state after ``obs`` (None: feed-forward).
+
+        Recurrent: ``obs`` is ``[T * n, ...]`` step-major (``T`` steps of ``n`` environments; acting: ``T = 1``),
+        ``state`` ``[n, state_size]`` the state before the first step, ``starts`` ``[T * n]`` bool, the inputs that
+        begin an episode (None: none does)."""
         features = self.encoder(obs)
+        if self.core is None:
+            return features, None
+        if state is None:
+            raise ValueError("a recurrent policy needs the recurrent state: pass state=policy.initial_state(n) at "
+                             "the first step and the state it returned afterwards")
+        n = state.shape[0]
+        steps = features.shape[0] // n
+        if starts is None:
+            starts = torch.zeros(features.shape[0], dtype=torch.bool, device=features.device)
+        out, state = self.core(features.view(steps, n, -1), state.to(features.device),
+                               starts.to(features.device).view(steps, n))
+        return out.reshape(features.shape[0], -1), state
+
+    def forward(self, obs: Tensor, state: Optional[Tensor] = None,
+                starts: Optional[Tensor] = None) -> tuple[Tensor, Tensor, Optional[Tensor]]:
+        """Distribution parameters and values, both cast to fp32 (autocast may have made them half precision), and
+        the recurrent state after ``obs``."""
+        features, state = self.features(obs, state, starts)
         params = self.actor(features).float()
         if self.log_std is not None:
             params = torch.cat([params, self.log_std.float().expand_as(params)], -1)
-        return params, self.critic(features).squeeze(-1).float()
+        return params, self.critic(features).squeeze(-1).float(), state
 
-    def value(self, obs: Tensor) -> Tensor:
-        return self.critic(self.encoder(obs)).squeeze(-1).float()
+    def value(self, obs: Tensor, state: Optional[Tensor] = None, starts: Optional[Tensor] = None) -> Tensor:
+        return self.critic(self.features(obs, state, starts)[0]).squeeze(-1).float()
 
     def act(
         self, obs: Tensor, generator: Optional[torch.Generator] = None, deterministic: bool = False,
-        action_mask: Optional[Tensor] = None,
-    ) -> tuple[Tensor, Tensor, Tensor]:
-        """Action, its log-probability and the state value for a batch of observations; deterministic: the mode
-        (the Gaussian's mean); ``action_mask``: only valid actions (see :class:`lit_ppo.distributions.DistributionHead`)."""
-        params, value = self(obs)
+        action_mask: Optional[Tensor] = None, state: Optional[Tensor] = None, starts: Optional[Tensor] = None,
+    ) -> tuple[Tensor, Tensor, Tensor, Optional[Tensor]]:
+        """Action, its log-probability, the state value and the recurrent state after ``obs`` (None when
+        feed-forward) for a batch of observations; deterministic: the mode (the Gaussian's mean); ``action_mask``:
+        only valid actions (see :class:`lit_ppo.distributions.DistributionHead`)."""
+        params, value, state = self(obs, state, starts)
         if action_mask is not None:
             params = self.head.masked(params, action_mask.to(params.device))
-        return (*self.head.choose(params, generator, deterministic), value)
+        return (*self.head.choose(params, generator, deterministic), value, state)
 
-    def evaluate(self, obs: Tensor, actions: Tensor,
-                 action_mask: Optional[Tensor] = None) -> tuple[Tensor, Tensor, Tensor]:
+    def evaluate(self, obs: Tensor, actions: Tensor, action_mask: Optional[Tensor] = None,
+                 state: Optional[Tensor] = None, starts: Optional[Tensor] = None) -> tuple[Tensor, Tensor, Tensor]:
         """Log-probability of ``actions``, entropy and value under the current parameters (fp32), under the action
-        masks the actions were chosen with."""
-        params, value = self(obs)
+        masks the actions were chosen with; recurrent: over whole sequences from ``state`` (see :meth:`features`)."""
+        params, value, _ = self(obs, state, starts)
         if action_mask is not None:
             params = self.head.masked(params, action_mask)
         return (*self.head.log_prob_entropy(params, actions), value)

@@ -43,8 +43,10 @@ class PPOObjective:
 
     def _objective(self, obs: Tensor, actions: Tensor, logprobs: Tensor, values: Tensor, advantages: Tensor,
                    returns: Tensor, weights: Optional[Tensor], action_masks: Optional[Tensor],
+                   recurrent_states: Optional[Tensor], episode_starts: Optional[Tensor],
                    clip_coef) -> tuple[Tensor, Tensor]:
-        logprob, entropy, new_values = self.policy.evaluate(obs, actions, action_masks)
+        logprob, entropy, new_values = self.policy.evaluate(obs, actions, action_masks, recurrent_states,
+                                                            episode_starts)
         terms = ppo_loss_terms(logprob, logprobs, advantages, entropy, new_values, values, returns,
                                clip_coef=clip_coef, value_clip_coef=clip_coef if self.clip_vloss else None,
                                weights=weights)
@@ -55,7 +57,8 @@ class PPOObjective:
 
     def __call__(self, minibatch: dict[str, Tensor], clip_coef: float) -> tuple[Tensor, Tensor]:
         args = (minibatch["obs"], minibatch["actions"], minibatch["logprobs"], minibatch["values"],
-                minibatch["advantages"], minibatch["returns"], minibatch.get("weights"), minibatch.get("action_masks"))
+                minibatch["advantages"], minibatch["returns"], minibatch.get("weights"), minibatch.get("action_masks"),
+                minibatch.get("recurrent_states"), minibatch.get("episode_starts"))
         if self.compiled is not None:
             if self._clip is None or self._clip[0] != clip_coef:  # once per rollout, not a copy per update
                 self._clip = (clip_coef, torch.tensor(clip_coef, device=args[0].device))

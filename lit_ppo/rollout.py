@@ -31,6 +31,10 @@ class RolloutCollector:
       the observation is the new episode's first. Its sample gets weight 0 (``weights``); the step that ended the
       episode returned the true final observation, which is then the reset step's input, so a truncation is
       bootstrapped from the value acting computed there, and GAE's trace is cut at the end as always.
+
+    A recurrent policy (``state_size > 0``) acts from each environment's recurrent state, which the collector keeps
+    between steps and rollouts; an input that begins an episode is flagged in ``episode_starts`` (same-step: the
+    step after a done; next-step: the step after a reset step), and the policy zeroes the state there.
     """
 
     def __init__(
@@ -45,6 +49,7 @@ class RolloutCollector:
         rank: int = 0,
         normalize_reward: bool = False,
         action_masks: Optional[ActionMaskReader] = None,
+        state_size: int = 0,
     ) -> None:
         self.envs, self.num_steps, self.gamma, self.gae_lambda = envs, num_steps, gamma, gae_lambda
         self.generator, self.env_id, self.rank, self.seed = generator, env_id, rank, seed
@@ -79,6 +84,11 @@ class RolloutCollector:
         # NEXT_STEP: which sub-environments ended their episode at the previous rollout's last step (and so reset
         # at this rollout's first)
         self.resets_next = torch.zeros(N, dtype=torch.bool)
+        # Recurrent policies: the state after each env's latest input, and which envs' next input starts an episode
+        self.state = torch.zeros((N, state_size)) if state_size else None
+        self.starts_next = torch.ones(N, dtype=torch.bool)
+        if state_size:
+            self.buffers["episode_starts"] = torch.zeros((T, N), dtype=torch.bool)
         # Discounted return of the raw rewards per step, from which the policy's reward scale is estimated.
         self.reward_returns = torch.zeros((T, N))
         self.running_return = torch.zeros(N)
@@ -106,6 +116,7 @@ class RolloutCollector:
         """Play one rollout with ``policy`` (acting on the CPU) and return the :class:`lit_ppo.batch.Rollout` fields
         it fills: flat ``[T * N, ...]`` samples, the finished episodes, ``reward_returns`` and ``timings``."""
         timings = {"env_ms": 0.0, "act_ms": 0.0}
+        initial_state = self.state.clone() if self.state is not None else torch.zeros((0, 0))
         last_value, episodes = self._play(policy, timings)
         buf = self.buffers
         t0 = time.perf_counter()
@@ -120,6 +131,7 @@ class RolloutCollector:
         # Copies made outside inference mode: the learner's autograd may save them for backward.
         data: dict[str, Any] = {k: v.flatten(0, 1).clone() for k, v in buf.items()}
         data["advantages"], data["returns"] = advantages.flatten(), returns.flatten()
+        data["recurrent_states"] = initial_state
         data["weights"], real = self._sample_weights()
         data["reward_returns"] = (self.reward_returns.flatten()[real].clone() if self.normalize_reward
                                   else torch.zeros(0))
@@ -155,11 +167,15 @@ class RolloutCollector:
         for step in range(self.num_steps):
             t0 = time.perf_counter()
             buf["obs"][step] = self.next_obs
-            if self.masks is None:
-                action, logprob, value = policy.act(self.next_obs, self.generator)
-            else:
-                buf["action_masks"][step] = self.next_mask
-                action, logprob, value = policy.act(self.next_obs, self.generator, action_mask=self.next_mask)
+            extra: dict[str, Tensor] = {}
+            if self.masks is not None:
+                buf["action_masks"][step] = extra["action_mask"] = self.next_mask
+            if self.state is not None:
+                buf["episode_starts"][step] = extra["starts"] = self.starts_next
+                extra["state"] = self.state
+            action, logprob, value, state = policy.act(self.next_obs, self.generator, **extra)
+            if state is not None:
+                self.state = state
             buf["actions"][step], buf["logprobs"][step], buf["values"][step] = action, logprob, value
             env_action = actions_to_env(action, self.action_space)
             t1 = time.perf_counter()
@@ -172,6 +188,9 @@ class RolloutCollector:
             self.next_obs = observations_to_tensor(obs, self.obs_space)
             if self.masks is not None:
                 self.next_mask = self._read_masks(info)
+            if self.state is not None:  # same-step: the obs after a done is a first one; next-step: after a reset step
+                ended = self.dones[step] if not self.next_step else (self.dones[step - 1] if step else self.resets_next)
+                self.starts_next = ended.clone()
             if "_episode" in info:
                 done_idx = np.flatnonzero(info["_episode"])
                 episode_returns += info["episode"]["r"][done_idx].tolist()
@@ -184,11 +203,15 @@ class RolloutCollector:
             if truncated_only.any() and not self.next_step:
                 # Bootstrap a time-limit end from the value of the real final observation.
                 idx = np.flatnonzero(truncated_only)
-                self.final_values[step, idx] = policy.value(batch_observations(info["final_obs"][idx], self.obs_space))
+                final_obs = batch_observations(info["final_obs"][idx], self.obs_space)
+                # recurrent: from the state after the episode's last input
+                recurrent = () if self.state is None else (self.state[idx],)
+                self.final_values[step, idx] = policy.value(final_obs, *recurrent)
             act_s += (t1 - t0) + (time.perf_counter() - t2)
             env_s += t2 - t1
         t0 = time.perf_counter()
-        last_value = policy.value(self.next_obs).clone()
+        recurrent = () if self.state is None else (self.state, self.starts_next)
+        last_value = policy.value(self.next_obs, *recurrent).clone()
         timings["act_ms"] = (act_s + time.perf_counter() - t0) * 1e3
         timings["env_ms"] = env_s * 1e3
         return last_value, (episode_returns, episode_lengths)
@@ -205,6 +228,8 @@ class RolloutCollector:
             "running_return": self.running_return.clone(),
             "resets_next": self.resets_next.clone(),
             "next_mask": None if self.next_mask is None else self.next_mask.clone(),
+            "recurrent_state": None if self.state is None else self.state.clone(),
+            "starts_next": self.starts_next.clone(),
         }
         try:
             state["envs"] = pickle.dumps(self.envs)
@@ -225,6 +250,8 @@ class RolloutCollector:
             self.next_obs = state["next_obs"]
             self.resets_next = state["resets_next"].clone()
             self.next_mask = state["next_mask"]
+            if self.state is not None:
+                self.state, self.starts_next = state["recurrent_state"].clone(), state["starts_next"].clone()
             return None
         # Deterministic fallback: a reset seeded from (seed, rank, iteration); episodes restart.
         seed = int(np.random.SeedSequence([self.seed, self.rank, self.iterations]).generate_state(1)[0])
@@ -233,6 +260,9 @@ class RolloutCollector:
         self.next_mask = self._read_masks(info)
         self.running_return.zero_()
         self.resets_next.zero_()
+        if self.state is not None:
+            self.state.zero_()
+        self.starts_next.fill_(True)
         return (f"the environments of rank {self.rank} could not be saved ({state.get('envs_error')}); they were "
                 f"reset with a seed derived from (seed={self.seed}, rank={self.rank}, iteration={self.iterations}), "
                 "so episodes in progress at the checkpoint restart.")

@@ -100,9 +100,11 @@ class EvaluationVideo(Callback):
                 obs, _ = env.reset(seed=self.seed + episode)
                 frames.append(env.render())
                 total, done = 0.0, False
+                state = policy.initial_state(1)  # a recurrent policy's memory, new each episode (None: none)
                 while not done and len(frames) < self.max_frames:
                     # The rollout's own conversions, on a batch of one.
-                    action, _, _ = policy.act(batch_observations([obs], obs_space), deterministic=True)
+                    action, _, _, state = policy.act(batch_observations([obs], obs_space), deterministic=True,
+                                                     state=state)
                     obs, reward, terminated, truncated, _ = env.step(actions_to_env(action, act_space)[0])
                     frames.append(env.render())
                     total, done = total + float(reward), terminated or truncated

@@ -17,7 +17,7 @@ class CountingValuePolicy:
     """Always action 0 (log-prob 0), and V(s) = s / 10 for the counter's observation s = steps so far."""
 
     def act(self, obs, generator=None, deterministic=False):
-        return torch.zeros(obs.shape[0], dtype=torch.long), torch.zeros(obs.shape[0]), obs[:, 0] / 10
+        return torch.zeros(obs.shape[0], dtype=torch.long), torch.zeros(obs.shape[0]), obs[:, 0] / 10, None
 
     def value(self, obs):
         return obs[:, 0] / 10

@@ -19,18 +19,23 @@ class ConstantPolicy:
     def __init__(self, action):
         self.action = action
 
-    def act(self, obs, deterministic=False):
+    def act(self, obs, deterministic=False, state=None):
         zeros = torch.zeros(len(obs))
-        return torch.full((len(obs),), self.action, dtype=torch.int64), zeros, zeros
+        return torch.full((len(obs),), self.action, dtype=torch.int64), zeros, zeros, None
+
+    def initial_state(self, n):  # feed-forward: no recurrent state
+        return None
 
 
 class Balancer:
     """A hand-written linear controller that keeps CartPole's pole up for the whole 500 steps."""
 
-    def act(self, obs, deterministic=False):
+    initial_state = ConstantPolicy.initial_state
+
+    def act(self, obs, deterministic=False, state=None):
         push_right = obs[:, 2] + 0.5 * obs[:, 3] + 0.05 * obs[:, 0] + 0.1 * obs[:, 1] > 0
         zeros = torch.zeros(len(obs))
-        return push_right.long(), zeros, zeros
+        return push_right.long(), zeros, zeros, None
 
 
 def _both_paths(episodes, env_kwargs=None):

@@ -69,8 +69,8 @@ def test_onnx_and_torchscript_act_like_the_module_in_a_fresh_process(cli, traine
 
     policy = PPOModule.load_from_checkpoint(ckpt, map_location="cpu").policy.eval()
     with torch.no_grad():
-        expected, _, _ = policy.act(torch.from_numpy(obs), deterministic=True)
-        logits, _ = policy(torch.from_numpy(obs[:1]))
+        expected, _, _, _ = policy.act(torch.from_numpy(obs), deterministic=True)
+        logits, _, _ = policy(torch.from_numpy(obs[:1]))
     assert 0 < expected.sum() < len(expected)  # both actions occur: a real comparison
     np.testing.assert_array_equal(got["onnx"], expected.numpy())
     np.testing.assert_array_equal(got["script"], expected.numpy())
@@ -118,7 +118,7 @@ def test_stochastic_export_samples_the_policy_distribution_for_every_action_spac
         if policy.log_std is not None:
             policy.log_std.fill_(-1.0)  # a std of exp(-1), not the initial 1: the test can tell them apart
         example = torch.rand(2, 3)
-        params, _ = policy(example[:1])
+        params, _, _ = policy(example[:1])
         model = DeployedPolicy(policy, deterministic=False).eval()
         export_onnx(model, example, tmp_path / "policy.onnx")
         export_torchscript(model, example, tmp_path / "policy.pt")

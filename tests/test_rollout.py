@@ -14,7 +14,7 @@ class ValueIsObservation:
 
     def act(self, obs, generator=None, deterministic=False):
         n = obs.shape[0]
-        return torch.zeros(n, dtype=torch.long), torch.zeros(n), obs[:, 0].clone()
+        return torch.zeros(n, dtype=torch.long), torch.zeros(n), obs[:, 0].clone(), None
 
     def value(self, obs):
         return obs[:, 0].clone()

@@ -214,7 +214,7 @@ def test_log_std_is_a_saved_optimized_parameter_initialized_to_zero():
     assert torch.equal(net.log_std.detach(), torch.zeros(2))
     assert any(p is net.log_std for p in net.parameters())
     assert "log_std" in net.state_dict()
-    params, _ = net(torch.zeros(4, 3))
+    params, _, _ = net(torch.zeros(4, 3))
     assert params.shape == (4, 4)  # means, then the log-stds
 
 

@@ -12,6 +12,10 @@ With invalid-action masks (a policy trained with ``data.action_masks``) the file
 ``action_mask``: ``[batch, mask_size]`` bool, True = valid (:mod:`lit_ppo.action_masks`), and picks (or samples)
 valid actions only.
 
+A recurrent policy (``model.recurrent``) takes and returns its memory: input ``state`` ``[batch, state_size]``
+float32 (zeros at an episode's first step) after ``obs``, and output ``next_state``, the next step's input,
+after ``action``. The check after writing then plays a whole episode with the file and the checkpoint side by side.
+
 It is the ActorCritic's own ``act`` path, so observation normalization (running statistics saved with the
 policy) is folded in. Deterministic by default (the distribution's mode); ``--stochastic`` samples instead.
 The batch axis is dynamic. After writing, the file is loaded back and checked against the checkpoint's policy.
@@ -20,7 +24,7 @@ The batch axis is dynamic. After writing, the file is loaded back and checked ag
 import argparse
 import sys
 from pathlib import Path
-from typing import Optional
+from typing import Callable, Optional
 
 import torch
 from torch import Tensor, nn
@@ -28,6 +32,7 @@ from torch import Tensor, nn
 from lit_ppo.errors import ConfigError
 
 FORMATS = {"onnx": ".onnx", "torchscript": ".pt"}
+SINGLE = ("sync", "async")  # vectorizations whose env id makes one gymnasium env (for the episode check)
 
 
 class ExportError(Exception):
@@ -43,13 +48,27 @@ class DeployedPolicy(nn.Module):
         self.policy, self.deterministic = policy, deterministic
 
     def forward(self, obs: Tensor, action_mask: Optional[Tensor] = None) -> Tensor:
-        action, _, _ = self.policy.act(obs, deterministic=self.deterministic, action_mask=action_mask)
+        action, _, _, _ = self.policy.act(obs, deterministic=self.deterministic, action_mask=action_mask)
         return action
 
 
+class DeployedRecurrentPolicy(DeployedPolicy):
+    """A recurrent policy: ``(obs, state[, action_mask]) -> (action, state)``; the caller zeroes ``state`` at an
+    episode's first step (the policy's own rule, :mod:`lit_ppo.recurrent`)."""
+
+    def forward(self, obs: Tensor, state: Tensor, action_mask: Optional[Tensor] = None) -> tuple[Tensor, Tensor]:
+        action, _, _, state = self.policy.act(obs, deterministic=self.deterministic, action_mask=action_mask,
+                                              state=state)
+        return action, state
+
+
+def deployed(policy: nn.Module, deterministic: bool = True) -> DeployedPolicy:
+    return (DeployedRecurrentPolicy if policy.state_size else DeployedPolicy)(policy, deterministic).eval()
+
+
 def load_policy(ckpt_path: Path):
-    """The checkpoint's ``ActorCritic`` (CPU, eval mode), a batch of 2 example observations of its env, and example
-    action masks (None for a policy trained without them)."""
+    """The checkpoint's ``ActorCritic`` (CPU, eval mode), a batch of 2 example observations of its env, example
+    action masks (None for a policy trained without them) and the data settings it was trained with."""
     if not ckpt_path.is_file():
         raise ExportError(f"checkpoint not found: {ckpt_path}")
     from lit_ppo.module import PPOModule
@@ -69,7 +88,7 @@ def load_policy(ckpt_path: Path):
         # Row 0 allows everything, row 1 all but the first choice of each component: the check sees masks at work.
         mask = torch.ones((example.shape[0], policy.head.mask_size), dtype=torch.bool)
         mask[1, 0] = False
-    return policy, example, mask
+    return policy, example, mask, data
 
 
 def example_observations(env_id: str, env_kwargs=None, wrappers=None, batch: int = 2, vectorization="sync",
@@ -91,6 +110,21 @@ def example_observations(env_id: str, env_kwargs=None, wrappers=None, batch: int
     return batch_observations(samples, space)
 
 
+def model_inputs(model: DeployedPolicy, obs: Tensor, mask: Optional[Tensor] = None,
+                 state: Optional[Tensor] = None) -> dict[str, Tensor]:
+    """The file's inputs by name, in its order (a recurrent policy's zero state where none is given)."""
+    inputs = {"obs": obs}
+    if isinstance(model, DeployedRecurrentPolicy):
+        inputs["state"] = state if state is not None else model.policy.initial_state(obs.shape[0])
+    if mask is not None:
+        inputs["action_mask"] = mask
+    return inputs
+
+
+def output_names(model: DeployedPolicy) -> list[str]:
+    return ["action", "next_state"] if isinstance(model, DeployedRecurrentPolicy) else ["action"]
+
+
 def export_onnx(model: DeployedPolicy, example: Tensor, output: Path, mask: Optional[Tensor] = None) -> None:
     try:
         import onnx  # noqa: F401
@@ -98,11 +132,10 @@ def export_onnx(model: DeployedPolicy, example: Tensor, output: Path, mask: Opti
     except ImportError as err:
         raise ExportError(f"ONNX export needs onnx and onnxscript ({err}): pip install 'lit_ppo[export]'") from None
     batch = torch.export.Dim("batch")
-    inputs, names, shapes = (example,), ["obs"], {"obs": {0: batch}}
-    if mask is not None:
-        inputs, names, shapes = (example, mask), ["obs", "action_mask"], {"obs": {0: batch}, "action_mask": {0: batch}}
+    inputs = model_inputs(model, example, mask)
     torch.onnx.export(
-        model, inputs, str(output), input_names=names, output_names=["action"], dynamic_shapes=shapes,
+        model, tuple(inputs.values()), str(output), input_names=list(inputs), output_names=output_names(model),
+        dynamic_shapes={name: {0: batch} for name in inputs},
         external_data=False,  # one self-contained file; a policy is far below ONNX's 2 GB limit
         verbose=False,
     )
@@ -111,41 +144,92 @@ def export_onnx(model: DeployedPolicy, example: Tensor, output: Path, mask: Opti
 def export_torchscript(model: DeployedPolicy, example: Tensor, output: Path, mask: Optional[Tensor] = None) -> None:
     # Tracing records the ops run on the example; the heads' Python branching is fixed by then. A sampled
     # (stochastic) output differs between runs by design, so the tracer's self-check is off for it.
-    inputs = (example,) if mask is None else (example, mask)
+    inputs = tuple(model_inputs(model, example, mask).values())
     traced = torch.jit.trace(model, inputs, check_trace=model.deterministic)
     traced.save(str(output))
 
 
-def run_exported(path: Path, fmt: str, obs: Tensor, mask: Optional[Tensor] = None) -> Tensor:
-    """Actions from the exported file (for the check after writing)."""
+def load_exported(path: Path, fmt: str) -> Optional[Callable[..., list[Tensor]]]:
+    """The exported file as a function of its inputs (in the file's order) returning its outputs, or None where
+    onnxruntime is missing."""
     if fmt == "torchscript":
-        return torch.jit.load(str(path))(obs) if mask is None else torch.jit.load(str(path))(obs, mask)
+        module = torch.jit.load(str(path))
+
+        def run_module(*inputs: Tensor) -> list[Tensor]:
+            outputs = module(*inputs)
+            return list(outputs) if isinstance(outputs, tuple) else [outputs]
+        return run_module
     try:
         import onnxruntime
     except ImportError:
         return None
     session = onnxruntime.InferenceSession(str(path), providers=["CPUExecutionProvider"])
-    feeds = {"obs": obs.numpy()} if mask is None else {"obs": obs.numpy(), "action_mask": mask.numpy()}
-    return torch.from_numpy(session.run(["action"], feeds)[0])
+    names = [i.name for i in session.get_inputs()]
+    return lambda *inputs: [torch.from_numpy(out) for out in session.run(
+        None, {name: value.numpy() for name, value in zip(names, inputs)})]
+
+
+def run_exported(path: Path, fmt: str, obs: Tensor, mask: Optional[Tensor] = None, state: Optional[Tensor] = None):
+    """Actions from the exported file (for the check after writing), or None where onnxruntime is missing; given a
+    recurrent policy's ``state``, ``(actions, state)``."""
+    run = load_exported(path, fmt)
+    if run is None:
+        return None
+    inputs = [obs] + ([] if state is None else [state]) + ([] if mask is None else [mask])
+    outputs = run(*inputs)
+    return outputs[0] if state is None else tuple(outputs)
 
 
 def export(ckpt_path: Path, fmt: str, output: Path, deterministic: bool = True) -> str:
     """Writes the policy to ``output``; returns a one-line description of its input and output."""
-    policy, example, mask = load_policy(ckpt_path)
-    model = DeployedPolicy(policy, deterministic).eval()
+    policy, example, mask, data = load_policy(ckpt_path)
+    model = deployed(policy, deterministic)
     with torch.no_grad():
-        expected = model(example, mask)
+        inputs = model_inputs(model, example, mask)
+        expected = model(*inputs.values())
         output.parent.mkdir(parents=True, exist_ok=True)
         (export_onnx if fmt == "onnx" else export_torchscript)(model, example, output, mask)
-        if deterministic:
-            got = run_exported(output, fmt, example, mask)
-            if got is not None and not torch.allclose(got.to(expected.dtype), expected, atol=1e-5):
-                raise ExportError(f"{output}: exported actions {got} differ from the checkpoint's {expected}")
+        run = load_exported(output, fmt) if deterministic else None
+        if run is not None and policy.state_size and mask is None and data.get("vectorization", "sync") in SINGLE:
+            check_episode(model, run, output, data)
+        elif run is not None:
+            got, want = run(*inputs.values()), expected if policy.state_size else (expected,)
+            if not all(torch.allclose(g.to(w.dtype), w, atol=1e-5) for g, w in zip(got, want)):
+                raise ExportError(f"{output}: exported outputs {got} differ from the checkpoint's {want}")
+    action = expected[0] if policy.state_size else expected
     shape = ", ".join(["batch", *map(str, example.shape[1:])])
-    action_shape = ", ".join(["batch", *map(str, expected.shape[1:])])
+    action_shape = ", ".join(["batch", *map(str, action.shape[1:])])
+    state, next_state = (f", '{name}' float32 [batch, {policy.state_size}]" if policy.state_size else ""
+                         for name in ("state", "next_state"))
     masks = "" if mask is None else f", 'action_mask' bool [batch, {mask.shape[1]}]"
-    return (f"input 'obs' {str(example.dtype).removeprefix('torch.')} [{shape}]{masks} -> "
-            f"output 'action' {str(expected.dtype).removeprefix('torch.')} [{action_shape}]")
+    return (f"input 'obs' {str(example.dtype).removeprefix('torch.')} [{shape}]{state}{masks} -> "
+            f"output 'action' {str(action.dtype).removeprefix('torch.')} [{action_shape}]{next_state}")
+
+
+def check_episode(model: DeployedRecurrentPolicy, run: Callable[..., list[Tensor]], output: Path, data: dict,
+                  max_steps: int = 1000) -> None:
+    """A recurrent policy's file against the checkpoint over one whole episode (actions and states at every step;
+    the checkpoint's actions step the env): the carried state is checked, not only one step."""
+    from lit_ppo.envs import make_env
+    from lit_ppo.spaces import actions_to_env, batch_observations
+
+    env = make_env(data["env_id"], data.get("env_kwargs"), data.get("wrappers"))
+    try:
+        obs, _ = env.reset(seed=0)
+        state = got_state = model.policy.initial_state(1)
+        for step in range(max_steps):
+            x = batch_observations([obs], env.observation_space)
+            action, state = model(x, state)
+            got_action, got_state = run(x, got_state)
+            if not (torch.allclose(got_action.to(action.dtype), action, atol=1e-5)
+                    and torch.allclose(got_state, state, atol=1e-4)):
+                raise ExportError(f"{output}: at step {step} of an episode the exported policy's action or state "
+                                  f"differs from the checkpoint's ({got_action} vs {action})")
+            obs, _, terminated, truncated, _ = env.step(actions_to_env(action, env.action_space)[0])
+            if terminated or truncated:
+                return
+    finally:
+        env.close()
 
 
 def main(argv: list[str]) -> int:
