@@ -182,7 +182,7 @@ def test_a_minibatch_that_is_not_whole_sequences_is_refused_before_training(cli_
     assert not (tmp_path / "runs").exists()  # nothing written
 
 
-def test_recurrent_fit_resumes_bit_identically_and_exports_over_a_whole_episode(cli, tmp_path):
+def test_recurrent_fit_resumes_bit_identically_predicts_and_exports_over_a_whole_episode(cli, tmp_path):
     onnxruntime = pytest.importorskip("onnxruntime")
     base = ["--config", "cartpole_pomdp.yaml", "--trainer.enable_progress_bar", "false", "--trainer.logger", "false",
             "--data.total_timesteps", str(8 * 256), "--model.recurrent", "{cell: lstm, hidden_size: 16, layers: 1}"]
@@ -193,6 +193,9 @@ def test_recurrent_fit_resumes_bit_identically_and_exports_over_a_whole_episode(
     assert full["global_step"] == part["global_step"] == 8 * 20
     for key, value in full["state_dict"].items():
         assert torch.equal(value, part["state_dict"][key]), key
+    predicted = cli("predict", *base[:2], *base[-2:], "--ckpt_path", "full/last.ckpt", "--data.eval_episodes", "3",
+                    "--trainer.logger", "false", cwd=tmp_path).stdout
+    assert "predict: 3 episodes" in predicted  # evaluation episodes carry the state too
     out = cli("export", "--ckpt_path", "full/last.ckpt", "--format", "onnx", "--output", "p.onnx", cwd=tmp_path).stdout
     assert "input 'obs' float32 [batch, 2], 'state' float32 [batch, 32] -> output 'action' int64 [batch], " \
            "'next_state' float32 [batch, 32]" in out
@@ -219,3 +222,23 @@ def test_recurrent_fit_resumes_bit_identically_and_exports_over_a_whole_episode(
             if terminated or truncated:
                 break
     assert steps > 1
+
+
+def test_recurrent_policy_with_action_masks_trains_in_lockstep_under_ddp(cli, tmp_path):
+    """2 gloo processes, a GRU core and invalid-action masks: both ranks end with the same network, and every
+    episode of both runs its 20 valid steps (an invalid action would end one at once, -10)."""
+    import csv
+
+    cli("fit", "--config", "cartpole_pomdp.yaml", "--data.env_id", "tests.masked_envs:LitPPOTest/InvalidActions-v0",
+        "--data.wrappers", "null", "--data.action_masks", "method", "--model.recurrent",
+        "{cell: gru, hidden_size: 16, layers: 1}", "--data.total_timesteps", str(2 * 256 * 4),
+        "--trainer.strategy", "ddp", "--trainer.devices", "2", "--trainer.enable_progress_bar", "false",
+        "--trainer.logger", "lightning.pytorch.loggers.CSVLogger", "--trainer.logger.save_dir", "logs",
+        "--trainer.callbacks+=tests.ddp_probe.RankProbe", cwd=tmp_path)
+    r0, r1 = (torch.load(tmp_path / f"rank{r}.pt", weights_only=True) for r in (0, 1))
+    for key, value in r0["params"].items():
+        assert torch.equal(value, r1["params"][key]), key
+    assert not torch.equal(r0["obs"], r1["obs"])
+    [metrics] = tmp_path.glob("logs/*/version_*/metrics.csv")
+    rows = [r for r in csv.DictReader(metrics.open()) if r.get("rollout/return_mean")]
+    assert len(rows) == 4 and all(float(r["rollout/return_mean"]) == 20.0 for r in rows), rows
