@@ -151,7 +151,8 @@ def _fit_memory(recurrent, seed=1):
 
 
 def test_a_cue_seen_only_at_the_first_step_is_recalled_by_a_recurrent_policy_only():
-    """Best a feed-forward policy can do is 0 in expectation; seed 1 here: LSTM 1.0, feed-forward ~0."""
+    """Best a feed-forward policy can do is 0 in expectation; seed 1 here: LSTM 1.0, feed-forward 0.18 (100
+    deterministic episodes; training return -0.10)."""
     lstm_eval, lstm_train = _fit_memory({"cell": "lstm", "hidden_size": 32})
     ff_eval, ff_train = _fit_memory(None)
     assert lstm_eval >= 0.9 and lstm_train >= 0.9, (lstm_eval, lstm_train)
