@@ -151,7 +151,8 @@ class ActorCritic(nn.Module):
 
     def features(self, obs: Tensor, state: Optional[Tensor] = None,
                  starts: Optional[Tensor] = None) -> tuple[Tensor, Optional[Tensor]]:
-        """Features for the actor and critic layers, and the recurrent state after ``obs`` (None: feed-forward).
+        """Features for the actor and critic layers, and the recurrent state after ``obs`` (None: feed-forward, or a
+        sequence, whose final state nothing needs).
 
         Recurrent: ``obs`` is ``[T * n, ...]`` step-major (``T`` steps of ``n`` environments; acting: ``T = 1``),
         ``state`` ``[n, state_size]`` the state before the first step, ``starts`` ``[T * n]`` bool, the inputs that

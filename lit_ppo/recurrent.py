@@ -51,11 +51,16 @@ class RecurrentConfig:
 
 
 class RecurrentCore(nn.Module):
-    """``core(features [T, n, F], state [n, S], starts [T, n]) -> (outputs [T, n, hidden_size], state [n, S])``.
+    """``core(features [T, n, F], state [n, S], starts [T, n]) -> (outputs [T, n, hidden_size], state)``.
 
-    Weights are orthogonal (gain 1) with zero biases, as in CleanRL's LSTM PPO. A sequence is run through the
-    cell in segments cut at the steps where any environment starts an episode, zeroing those environments' state
-    there: one call of the (fused) cell per segment instead of one per step, with the same result.
+    Weights are orthogonal (gain 1) with zero biases, as in CleanRL's LSTM PPO. One step (``T = 1``: acting,
+    export) returns the state after it. A sequence (the update) returns its outputs only (state None): each
+    environment's sequence is cut into episode pieces at its starts, the pieces are padded to a common length and
+    run through the fused cell in one call, each from its own initial state (zeros where it starts an episode, the
+    stored state where it continues one); padding only follows a piece, so it never reaches an output that is kept.
+    One call instead of one per segment between start steps: forward and backward 6.3 ms against 17.4 ms for 8 envs
+    x 32 steps with starts on 14 distinct steps, 4.0 against 6.6 ms with 3 (LSTM 128, one thread, 2-core Xeon;
+    ``python benchmarks/recurrent_core.py [--start-probability 0.01]``).
     """
 
     def __init__(self, input_size: int, config: RecurrentConfig) -> None:
@@ -84,19 +89,28 @@ class RecurrentCore(nn.Module):
         parts = torch.stack(hidden if self.parts == 2 else (hidden,))  # [parts, layers, n, hidden]
         return parts.permute(2, 0, 1, 3).reshape(parts.shape[2], self.state_size)
 
-    def forward(self, features: Tensor, state: Tensor, starts: Tensor) -> tuple[Tensor, Tensor]:
+    def forward(self, features: Tensor, state: Tensor, starts: Tensor) -> tuple[Tensor, Optional[Tensor]]:
         if features.shape[1] != state.shape[0] or starts.shape != features.shape[:2]:
             raise ValueError(f"recurrent core: features {tuple(features.shape)}, state {tuple(state.shape)} and starts "
                              f"{tuple(starts.shape)} do not agree on [steps, envs]")
         state = state.to(features.dtype)
-        if features.shape[0] == 1:  # acting: one step, no data-dependent bounds (export traces this path)
-            bounds = [0, 1]
-        else:  # one host read per call: the segments' bounds
-            bounds = sorted({0, *torch.nonzero(starts.any(1)).flatten().tolist(), features.shape[0]})
-        outputs = []
-        for begin, end in zip(bounds[:-1], bounds[1:]):
-            state = state * (~starts[begin]).unsqueeze(1).to(state.dtype)
-            out, hidden = self.cell(features[begin:end], self._unpack(state))
-            outputs.append(out)
-            state = self._pack(hidden)
-        return torch.cat(outputs), state
+        if features.shape[0] == 1:  # no data-dependent shapes here: export traces this path
+            state = state * (~starts[0]).unsqueeze(1).to(state.dtype)
+            out, hidden = self.cell(features, self._unpack(state))
+            return out, self._pack(hidden)
+        return self._pieces(features, state, starts), None
+
+    def _pieces(self, features: Tensor, state: Tensor, starts: Tensor) -> Tensor:
+        steps, n = starts.shape
+        begins = starts.clone()
+        begins[0] = True
+        flat = begins.T.reshape(-1)  # env-major: position e * steps + t
+        piece = flat.long().cumsum(0) - 1  # the piece of each position
+        first = torch.nonzero(flat).flatten()  # each piece's first position (one host sync, for the shapes)
+        within = torch.arange(n * steps, device=features.device) - first[piece]
+        padded = features.new_zeros((int(within.max()) + 1, first.numel(), features.shape[-1]))
+        padded[within, piece] = features.transpose(0, 1).reshape(n * steps, -1)
+        env = first // steps
+        continues = ((first % steps == 0) & ~starts[0][env]).to(state.dtype).unsqueeze(1)  # else zeros: a start
+        out, _ = self.cell(padded, self._unpack(state[env] * continues))
+        return out[within, piece].view(n, steps, -1).transpose(0, 1)

@@ -59,3 +59,14 @@ def test_atari_envpool_quick():
     pytest.importorskip("envpool")
     out = run("atari_envpool.py", "--iterations", "2", "--repeats", "1")
     assert "breakout_envpool.yaml (EnvPool)" in out
+
+
+def test_recurrent_core_quick():
+    out = run("recurrent_core.py", "--repeats", "2")
+    assert "pieces are" in out and "x faster" in out
+
+
+@pytest.mark.skipif(importlib.util.find_spec("sb3_contrib") is None, reason="sb3-contrib not installed (the bench extra)")
+def test_recurrent_quick(tmp_path):
+    out = run("recurrent.py", "--steps", "512", "--seeds", "1", "--dir", str(tmp_path))
+    assert "lit_ppo/sb3-contrib" in out and "evaluation" in out
