@@ -12,8 +12,9 @@ from typing import Optional
 import torch
 from lightning.pytorch.accelerators import CPUAccelerator, CUDAAccelerator
 from lightning.fabric.utilities.exceptions import MisconfigurationException
-from lightning.pytorch.cli import LightningCLI
-from lightning.pytorch.utilities import rank_zero_only
+from lightning.fabric.utilities.cloud_io import get_filesystem
+from lightning.pytorch.cli import LightningCLI, SaveConfigCallback
+from lightning.pytorch.utilities import rank_zero_only, rank_zero_warn
 
 from lit_ppo.callbacks import default_callbacks
 from lit_ppo.data import PPODataModule
@@ -123,6 +124,29 @@ class PPOCLI(LightningCLI):
         return super().instantiate_trainer(**{"callbacks": configured + added, **kwargs})
 
 
+class SaveConfigKeepingYours(SaveConfigCallback):
+    """Lightning's config saving (``config.yaml`` in the log directory, replacing the one of an earlier run there),
+    except over a file Lightning did not write: without a logger the log directory is the working directory, where
+    ``config.yaml`` may be the user's own config, which ``--trainer.logger false`` would otherwise overwrite."""
+
+    HEADER = "# lightning.pytorch=="  # how every config Lightning saves begins
+
+    def setup(self, trainer, pl_module, stage: str) -> None:
+        if self.save_to_log_dir and not self.already_saved:
+            path = os.path.join(trainer.log_dir, self.config_filename)
+            fs = get_filesystem(path)
+            foreign = False
+            if trainer.is_global_zero and fs.isfile(path):
+                with fs.open(path, "r") as f:
+                    foreign = not f.read(len(self.HEADER)).startswith(self.HEADER)
+            if trainer.strategy.broadcast(foreign):  # every rank skips together
+                rank_zero_warn(f"lit_ppo: {path} was not written by Lightning: it is kept as it is, and this run's "
+                               "config is not saved (give the run a logger, or run it from another directory).")
+                self.already_saved = True
+                return
+        super().setup(trainer, pl_module, stage)
+
+
 def instantiate(args: list[str]) -> PPOCLI:
     """The model, data module and Trainer that ``fit`` with ``args`` (a config and overrides, no subcommand) would
     run, built but not run (``.model``, ``.datamodule``, ``.trainer``): for tools that drive fits themselves
@@ -203,7 +227,7 @@ def main(args: Optional[list[str]] = None) -> None:
         args = resolve_config_paths(args)
     try:
         PPOCLI(PPOModule, PPODataModule, args=args, run_subcommand=argv[0] if argv else None,
-               save_config_kwargs={"overwrite": True}, **CLI_DEFAULTS)
+               save_config_callback=SaveConfigKeepingYours, save_config_kwargs={"overwrite": True}, **CLI_DEFAULTS)
     except MisconfigurationException as err:  # every rank meets the same configuration: said once
         _fail(explain_lightning_error(err), every_rank=True)
     except (ConfigError, EnvStepError, NonFiniteError) as err:

@@ -289,3 +289,20 @@ def test_a_save_that_fails_mid_write_leaves_the_previous_last_ckpt(tmp_path, mon
     assert sha(last) == digest
     assert torch.load(last, weights_only=False)["global_step"] == trainer.global_step
     assert [p.name for p in tmp_path.iterdir() if p.is_file()] == ["last.ckpt"]  # no temporary file left behind
+
+
+def test_a_users_config_yaml_in_the_working_directory_is_never_overwritten(cli_in_process, tmp_path, trained):
+    """Without a logger Lightning saves the run's config to the working directory: not over the user's own file."""
+    mine = tmp_path / "config.yaml"
+    mine.write_text("# my CartPole settings, comments and all\ndata:\n  total_timesteps: 512\n")
+    before = mine.read_text()
+    kept = "config.yaml was not written by Lightning: it is kept as it is"
+    with pytest.warns(UserWarning, match=kept):
+        fit = cli_in_process("fit", "--config", "config.yaml", "--trainer.logger", "false", "--trainer.callbacks",
+                             "null", "--trainer.enable_progress_bar", "false", cwd=tmp_path)
+    assert fit.returncode == 0, fit.stderr
+    with pytest.warns(UserWarning, match=kept):
+        validate = cli_in_process("validate", "--ckpt_path", trained[0], "--trainer.logger", "false",
+                                  "--trainer.enable_progress_bar", "false", cwd=tmp_path)
+    assert validate.returncode == 0, validate.stderr
+    assert mine.read_text() == before

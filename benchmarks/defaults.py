@@ -1,0 +1,111 @@
+"""Which package defaults serve an untuned environment best: lit_ppo without a config (``fit --data.env_id X``, the
+defaults alone, or with a candidate set of defaults given as overrides) beside Stable-Baselines3's ``PPO`` with its
+own defaults, on several environments, one process at a time. Each run's final policy is evaluated on 20
+deterministic episodes of fresh environments; results are appended to ``--out`` (JSON lines) and a finished
+(arm, env, seed) is skipped, so an interrupted study resumes. Prints a table of mean evaluation returns per arm.
+
+    python benchmarks/defaults.py --envs LunarLander-v3:1000000 Acrobot-v1:500000 --seeds 1 [--arms ...]
+
+Arms: ``lit_defaults`` (the package as it is), ``lit_sb3like`` (SB3's defaults on lit_ppo with 4 envs: 4 x 512
+steps, minibatches of 64, 10 epochs, lr 3e-4 constant, no entropy bonus), ``sb3`` (SB3's ``PPO("MlpPolicy")``
+with its defaults on one env, as SB3's docs run it). Needs the bench extra (and box2d for LunarLander).
+"""
+
+import argparse
+import json
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from harness import child_env
+
+ARMS = {
+    "lit_defaults": [],
+    "lit_sb3like": ["--data.num_envs", "4", "--data.num_steps", "512", "--data.minibatch_size", "64",
+                    "--data.update_epochs", "10", "--model.lr", "3e-4", "--model.anneal_lr", "false",
+                    "--model.ent_coef", "0.0"],
+    "sb3": None,
+}
+EVAL_EPISODES = 20
+
+
+def lit_run(env_id: str, steps: int, seed: int, overrides: list, cwd: Path) -> float:
+    cwd.mkdir(parents=True, exist_ok=True)
+    common = ["--data.env_id", env_id, "--seed_everything", str(seed), "--trainer.enable_progress_bar", "false"]
+    for args in (["fit", *common, "--data.total_timesteps", str(steps), *overrides],
+                 ["validate", *common, *overrides, "--data.eval_episodes", str(EVAL_EPISODES), "--trainer.logger",
+                  "false", "--ckpt_path", "checkpoints/last.ckpt"]):
+        proc = subprocess.run([sys.executable, "-m", "lit_ppo", *args], cwd=cwd, env=child_env(), capture_output=True,
+                              text=True)
+        if proc.returncode != 0:
+            raise SystemExit(f"lit_ppo {' '.join(args)} failed:\n{proc.stderr[-3000:]}")
+    return float(re.search(r"eval/return_mean\s*│?\s*([-\d.]+)", proc.stdout).group(1))
+
+
+def sb3_worker(env_id: str, steps: int, seed: int) -> float:
+    import gymnasium as gym
+    import numpy as np
+    import torch
+    from stable_baselines3 import PPO
+
+    torch.set_num_threads(1)
+    model = PPO("MlpPolicy", env_id, seed=seed, device="cpu", verbose=0)
+    model.learn(total_timesteps=steps)
+    envs = gym.vector.SyncVectorEnv([lambda: gym.make(env_id)] * EVAL_EPISODES)
+    obs, _ = envs.reset(seed=seed + 1_000_003)
+    returns, finished = np.zeros(EVAL_EPISODES), np.zeros(EVAL_EPISODES, dtype=bool)
+    while not finished.all():
+        obs, reward, terminated, truncated, _ = envs.step(model.predict(obs, deterministic=True)[0])
+        returns += reward * ~finished
+        finished |= terminated | truncated
+    return float(returns.mean())
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--envs", nargs="+", default=["LunarLander-v3:1000000", "Acrobot-v1:500000"],
+                        help="ENV_ID:STEPS")
+    parser.add_argument("--arms", nargs="+", choices=ARMS, default=list(ARMS))
+    parser.add_argument("--seeds", type=int, nargs="+", default=[1])
+    parser.add_argument("--out", type=Path, default=Path("bench_runs/defaults/results.jsonl"))
+    parser.add_argument("--worker", nargs=3, metavar=("ENV", "STEPS", "SEED"), help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.worker:
+        print(json.dumps({"eval": sb3_worker(args.worker[0], int(args.worker[1]), int(args.worker[2]))}))
+        return
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    done = [json.loads(line) for line in args.out.read_text().splitlines()] if args.out.exists() else []
+    for spec in args.envs:
+        env_id, steps = spec.rsplit(":", 1)
+        for seed in args.seeds:
+            for arm in args.arms:
+                if any(r["arm"] == arm and r["env"] == env_id and r["seed"] == seed and r["steps"] == int(steps)
+                       for r in done):
+                    continue
+                start = time.perf_counter()
+                if ARMS[arm] is None:
+                    proc = subprocess.run([sys.executable, __file__, "--worker", env_id, steps, str(seed)],
+                                          env=child_env(), capture_output=True, text=True, check=True)
+                    value = json.loads(proc.stdout.strip().splitlines()[-1])["eval"]
+                else:
+                    value = lit_run(env_id, int(steps), seed, ARMS[arm], args.out.parent / f"{arm}_{env_id}_{seed}")
+                row = dict(arm=arm, env=env_id, steps=int(steps), seed=seed, eval=value,
+                           wall_s=round(time.perf_counter() - start, 1))
+                done.append(row)
+                with args.out.open("a") as f:
+                    f.write(json.dumps(row) + "\n")
+                print(json.dumps(row), flush=True)
+    print(f"\n{'env':22s} {'steps':>9s} " + " ".join(f"{arm:>14s}" for arm in args.arms))
+    for spec in args.envs:
+        env_id, steps = spec.rsplit(":", 1)
+        means = []
+        for arm in args.arms:
+            values = [r["eval"] for r in done if r["arm"] == arm and r["env"] == env_id and r["steps"] == int(steps)]
+            means.append(f"{sum(values) / len(values):14.1f}" if values else f"{'-':>14s}")
+        print(f"{env_id:22s} {steps:>9s} " + " ".join(means))
+
+
+if __name__ == "__main__":
+    main()
