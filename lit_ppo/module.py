@@ -27,7 +27,6 @@ from lit_ppo.networks import ActorCritic
 from lit_ppo.nonfinite import MODES as NONFINITE_MODES, NonFiniteGuard
 
 RECENT_EPISODES = 100  # rollout/return_mean is over each process's last 100 finished episodes
-COMPILE_CHOICES = (False, True, "default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
 
 
 class PPOModule(L.LightningModule):
@@ -43,6 +42,7 @@ class PPOModule(L.LightningModule):
         network: your own trunk instead of the built-in encoder and MLPs: a class path or ``{class_path: ...,
             init_args: {...}}`` of an ``nn.Module`` that maps an observation batch to ``[batch, features]``; the
             actor and value heads are linear layers on its features.
+        log_std_init, ortho_init: the Gaussian's initial log-std and PPO's orthogonal init (see :class:`ActorCritic`).
         lr: Adam learning rate (eps 1e-5).
         anneal_lr: anneal the learning rate linearly to 0 over the budget.
         clip_coef: PPO's ratio clip epsilon.
@@ -75,6 +75,8 @@ class PPOModule(L.LightningModule):
         encoder: str = "auto",
         activation: str = "tanh",
         network: Optional[ClassPathConfig] = None,
+        log_std_init: float = 0.0,
+        ortho_init: bool = True,
         lr: float = 2.5e-4,
         anneal_lr: bool = True,
         clip_coef: float = 0.2,
@@ -99,18 +101,16 @@ class PPOModule(L.LightningModule):
         require(ent_coef >= 0, "model.ent_coef", f"must be >= 0, got {ent_coef}.")
         require(max_grad_norm is None or max_grad_norm > 0, "model.max_grad_norm",
                 f"must be positive or null (no clipping), got {max_grad_norm}.")
-        require(len(hidden_sizes) > 0 and all(h > 0 for h in hidden_sizes), "model.hidden_sizes",
-                f"must be positive layer widths, got {list(hidden_sizes)}.")
         require(target_kl is None or target_kl > 0, "model.target_kl", f"must be positive or null, got {target_kl}.")
         require(actor_device in ACTOR_DEVICES, "model.actor_device",
                 f"must be one of {ACTOR_DEVICES}, got {actor_device!r}.")
         require(on_nonfinite in NONFINITE_MODES, "model.on_nonfinite", f"must be 'stop' or 'skip', got {on_nonfinite!r}.")
         require(max_skipped_rollouts >= 1, "model.max_skipped_rollouts", f"must be >= 1, got {max_skipped_rollouts}.")
-        require(compile in COMPILE_CHOICES, "model.compile", f"must be one of {COMPILE_CHOICES}, got {compile!r}.")
         self.save_hyperparameters()
         self.automatic_optimization = False  # several optimizer steps per Lightning step: see the module docstring
         self.policy = ActorCritic.from_env_spec(env_spec, hidden_sizes=list(hidden_sizes), encoder=encoder,
-                                                activation=activation, network=network)
+                                                activation=activation, network=network, log_std_init=log_std_init,
+                                                ortho_init=ortho_init)
         self.objective = PPOObjective(self.policy, vf_coef, ent_coef, clip_vloss, compile)
         self.recent_episodes = RecentEpisodes(RECENT_EPISODES)
         self.nonfinite = NonFiniteGuard(on_nonfinite, max_skipped_rollouts)

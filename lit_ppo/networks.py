@@ -7,7 +7,8 @@ Three shapes, by what the observation is and what the config asks for:
 - a lone image: a Nature-CNN trunk shared by actor and critic, with linear heads;
 - ``network``: the user's ``nn.Module`` as a shared trunk, with linear heads.
 
-Initialization is PPO's reference one: orthogonal, gain sqrt(2) hidden, 0.01 policy output, 1 value output.
+Initialization is PPO's reference one: orthogonal, gain sqrt(2) hidden, 0.01 policy output, 1 value output
+(``ortho_init: false`` keeps PyTorch's default instead, as Stable-Baselines3's ``ortho_init=False``).
 """
 
 import math
@@ -91,6 +92,9 @@ class ActorCritic(nn.Module):
         network: the user's trunk, a class path or ``{class_path, init_args}`` (see :class:`UserTrunk`).
         normalize_obs: normalize vector observations by running statistics (clip +-10).
         normalize_reward: keep running statistics of the discounted return, by which rollouts scale rewards.
+        log_std_init: initial log-std of the Gaussian head (continuous actions): the initial std is its exp.
+        ortho_init: PPO's orthogonal initialization of the built-in layers; ``False`` keeps PyTorch's default
+            ``reset_parameters`` init (a user's ``network`` keeps its own init either way).
     """
 
     def __init__(
@@ -103,10 +107,21 @@ class ActorCritic(nn.Module):
         network: Optional[ClassPathConfig] = None,
         normalize_obs: bool = False,
         normalize_reward: bool = False,
+        log_std_init: float = 0.0,
+        ortho_init: bool = True,
     ) -> None:
         super().__init__()
         if activation not in ACTIVATIONS:
             raise ConfigError(f"model.activation: {activation!r} is not one of {tuple(ACTIVATIONS)}.")
+        if not (len(hidden_sizes) > 0 and all(h > 0 for h in hidden_sizes)):
+            raise ConfigError(f"model.hidden_sizes: must be positive layer widths, got {list(hidden_sizes)}.")
+        finite = isinstance(log_std_init, (int, float)) and not isinstance(log_std_init, bool)
+        if not (finite and math.isfinite(log_std_init)):
+            raise ConfigError(f"model.log_std_init: must be a finite number (the initial log-std, e.g. 0 for std 1 "
+                              f"or -2 for std 0.14), got {log_std_init!r}.")
+        if not isinstance(ortho_init, bool):
+            raise ConfigError(f"model.ortho_init: must be true (orthogonal init) or false (PyTorch's default init), "
+                              f"got {ortho_init!r}.")
         self.head = make_head(action)
         if network is not None:
             self.encoder: Union[ObservationEncoder, UserTrunk] = UserTrunk(observation, network, normalize_obs)
@@ -118,9 +133,13 @@ class ActorCritic(nn.Module):
         n = self.encoder.num_features
         self.actor = mlp(n, hidden_sizes, self.head.num_outputs, 0.01, activation)
         self.critic = mlp(n, hidden_sizes, 1, 1.0, activation)
-        # The Gaussian's state-independent log-std: optimized and saved with the policy; std 1 at the start.
+        if not ortho_init:  # the layers built here, back to PyTorch's own init (the user's network is not ours)
+            built = [self.actor, self.critic] + ([self.encoder] if network is None else [])
+            for layer in (m for part in built for m in part.modules() if isinstance(m, (nn.Linear, nn.Conv2d))):
+                layer.reset_parameters()
+        # The Gaussian's state-independent log-std: optimized and saved with the policy; std exp(log_std_init).
         gaussian = isinstance(self.head, DiagGaussianHead)
-        self.log_std = nn.Parameter(torch.zeros(self.head.num_outputs)) if gaussian else None
+        self.log_std = nn.Parameter(torch.full((self.head.num_outputs,), float(log_std_init))) if gaussian else None
         self.return_rms = RunningMeanStd(()) if normalize_reward else None
 
     @classmethod
