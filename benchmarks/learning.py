@@ -10,8 +10,9 @@ runs share one):
 
 1. ``python -m lit_ppo fit --config C --seed_everything S [--data.total_timesteps T]``; a run interrupted before
    (``last.ckpt`` there, no ``fit.json``) continues with ``--ckpt_path last``;
-2. ``python -m lit_ppo validate --ckpt_path <last.ckpt, then best.ckpt> --data.eval_episodes 20``: the final
-   policy and the best in-fit evaluation's, on 20 deterministic episodes (seeded apart from training's);
+2. ``python -m lit_ppo validate --ckpt_path <last.ckpt, then best.ckpt> --data.eval_episodes 20`` (both in one
+   process): the final policy and the best in-fit evaluation's, on 20 deterministic episodes (seeded apart from
+   training's);
 3. ``result.json`` (config, seed, budget, both evaluations, wall time, CPU model) and ``curves/metrics.csv`` (the
    training and evaluation returns against env steps, every logger version of a resumed run merged).
 
@@ -73,16 +74,24 @@ def run_dir(out: Path, config: Path, budget: int, seed: int) -> Path:
     return out / config.stem / f"steps{budget}" / f"seed{seed}"
 
 
-def lit_ppo(args: list[str], cwd: Path, log: Path, on_signal: dict) -> tuple[int, float]:
-    """One ``python -m lit_ppo`` process, output appended to ``log``; (exit status, wall seconds). A signal to the
-    runner is passed on as SIGTERM (the fit finishes its rollout, saves last.ckpt and exits) and raises Stopped."""
+# Several `python -m lit_ppo` command lines in one process (each a JSON list): evaluating the final and the best
+# checkpoint costs one start-up (seconds on a busy machine), not two.
+COMMANDS = "import json, sys; from lit_ppo.cli import main; [main(json.loads(args)) for args in sys.argv[1:]]"
+
+
+def lit_ppo(commands: list[list[str]], cwd: Path, log: Path, on_signal: dict) -> tuple[int, float]:
+    """``python -m lit_ppo`` command lines run one after the other in one process, output appended to ``log``;
+    (exit status, wall seconds). A signal to the runner is passed on as SIGTERM (a fit finishes its rollout, saves
+    last.ckpt and exits) and raises Stopped."""
     cwd.mkdir(parents=True, exist_ok=True)
     start = time.perf_counter()
     with log.open("a") as out:
-        out.write(f"\n$ (cd {cwd}) python -m lit_ppo {shlex.join(args)}\n")
+        for args in commands:
+            out.write(f"\n$ (cd {cwd}) python -m lit_ppo {shlex.join(args)}\n")
         out.flush()
-        proc = subprocess.Popen([sys.executable, "-m", "lit_ppo", *args], cwd=cwd, env=child_env(), stdout=out,
-                                stderr=subprocess.STDOUT)
+        argv = [sys.executable, "-m", "lit_ppo", *commands[0]] if len(commands) == 1 else [
+            sys.executable, "-c", COMMANDS, *map(json.dumps, commands)]
+        proc = subprocess.Popen(argv, cwd=cwd, env=child_env(), stdout=out, stderr=subprocess.STDOUT)
         on_signal["proc"] = proc
         try:
             proc.wait()
@@ -99,21 +108,31 @@ def checkpoint(directory: Path, name: str) -> Optional[Path]:
     return found[0] if found else None
 
 
-def evaluate(config: Path, ckpt: Path, directory: Path, label: str, episodes: int, on_signal: dict) -> dict:
-    """``validate`` of one checkpoint on ``episodes`` deterministic episodes, read back from its CSV log."""
-    logs = directory / "eval" / label
-    for old in logs.rglob("metrics.csv"):
-        old.unlink()  # a retried evaluation must not read the one before it
-    args = ["validate", "--config", str(config), "--ckpt_path", str(ckpt), "--data.eval_episodes", str(episodes),
-            "--trainer.logger", "lightning.pytorch.loggers.CSVLogger", "--trainer.logger.save_dir", str(logs),
-            "--trainer.logger.name", "", "--trainer.logger.version", "0", *QUIET]
-    code, wall = lit_ppo(args, directory, directory / "process.log", on_signal)
+def evaluate(config: Path, checkpoints: dict[str, Path], directory: Path, episodes: int,
+             on_signal: dict) -> dict[str, dict]:
+    """``validate`` of each checkpoint (label -> path) on ``episodes`` deterministic episodes, in one process, each
+    read back from its own CSV log."""
+    commands = []
+    for label, ckpt in checkpoints.items():
+        logs = directory / "eval" / label
+        for old in logs.rglob("metrics.csv"):
+            old.unlink()  # a retried evaluation must not read the one before it
+        commands.append(["validate", "--config", str(config), "--ckpt_path", str(ckpt),
+                         "--data.eval_episodes", str(episodes),
+                         "--trainer.logger", "lightning.pytorch.loggers.CSVLogger", "--trainer.logger.save_dir",
+                         str(logs), "--trainer.logger.name", "", "--trainer.logger.version", "0", *QUIET])
+    code, wall = lit_ppo(commands, directory, directory / "process.log", on_signal)
     if code != 0:
-        raise RuntimeError(f"validate {ckpt} failed (exit {code}); see {directory / 'process.log'}")
-    [row] = [r for r in csv.DictReader(next(logs.rglob("metrics.csv")).open()) if r.get("eval/return_mean")]
-    return {"checkpoint": str(ckpt.relative_to(directory)), "episodes": episodes, "env_steps": int(float(row["step"])),
-            "return_mean": float(row["eval/return_mean"]), "return_std": float(row["eval/return_std"]),
-            "length_mean": float(row["eval/length_mean"]), "wall_s": round(wall, 1)}
+        raise RuntimeError(f"validate failed (exit {code}); see {directory / 'process.log'}")
+    results = {}
+    for label, ckpt in checkpoints.items():
+        metrics = next((directory / "eval" / label).rglob("metrics.csv"))
+        [row] = [r for r in csv.DictReader(metrics.open()) if r.get("eval/return_mean")]
+        results[label] = {"checkpoint": str(ckpt.relative_to(directory)), "episodes": episodes,
+                          "env_steps": int(float(row["step"])), "return_mean": float(row["eval/return_mean"]),
+                          "return_std": float(row["eval/return_std"]), "length_mean": float(row["eval/length_mean"])}
+    results["wall_s"] = round(wall, 1)
+    return results
 
 
 def write_curves(directory: Path) -> None:
@@ -160,7 +179,7 @@ def run_one(config: Path, seed: int, timesteps: Optional[int], episodes: int, fi
         print(f"fit {config.name} seed {seed} at {budget:,} steps{' (resuming)' if resume else ''} in {directory}",
               flush=True)
         try:
-            code, wall = lit_ppo(args, directory, directory / "process.log", on_signal)
+            code, wall = lit_ppo([args], directory, directory / "process.log", on_signal)
         except Stopped:
             progress["attempts"].append({"wall_s": round(on_signal["wall"], 1), "exit": "stopped", "resumed": resume})
             progress_path.write_text(json.dumps(progress, indent=1))
@@ -174,14 +193,16 @@ def run_one(config: Path, seed: int, timesteps: Optional[int], episodes: int, fi
     if last is None:
         raise RuntimeError(f"{config.name}: the fit in {directory} finished without a last.ckpt (a config whose "
                            "checkpoint callback has no relative dirpath?)")
-    final = evaluate(config, last, directory, "final", episodes, on_signal)
-    best_eval = evaluate(config, best, directory, "best", episodes, on_signal) if best else None
+    evaluations = evaluate(config, {"final": last, **({"best": best} if best else {})}, directory, episodes, on_signal)
+    final, best_eval = evaluations["final"], evaluations.get("best")
     write_curves(directory)
     result = {
         "config": config.name, "env_id": read_config(config)["data"]["env_id"], "seed": seed,
-        "total_timesteps": budget, "published_timesteps": published_budget, "budget_overridden": budget != published_budget,
-        "fit_args": fit_args, "final": final, "best": best_eval,
-        "fit_wall_s": round(sum(a["wall_s"] for a in progress["attempts"]), 1), "fit_attempts": len(progress["attempts"]),
+        "total_timesteps": budget, "published_timesteps": published_budget,
+        "budget_overridden": budget != published_budget,
+        "fit_args": fit_args, "final": final, "best": best_eval, "eval_wall_s": evaluations["wall_s"],
+        "fit_wall_s": round(sum(a["wall_s"] for a in progress["attempts"]), 1),
+        "fit_attempts": len(progress["attempts"]),
         "cpu": cpu_model(), "cpus": os.cpu_count(), "date": time.strftime("%Y-%m-%d"),
         "commit": commit(),
     }
@@ -224,13 +245,14 @@ def main(argv: Optional[list[str]] = None) -> int:
 
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGINT, stop)
-    failures = 0
+    failures = ran = 0
     if not args.report_only:
         for config in configs:
             for seed in args.seeds:
                 try:
-                    run_one(config.resolve(), seed, args.timesteps, args.eval_episodes, shlex.split(args.fit_args),
-                            args.out, on_signal)
+                    if not run_one(config.resolve(), seed, args.timesteps, args.eval_episodes,
+                                   shlex.split(args.fit_args), args.out, on_signal):
+                        continue  # skipped: nothing new to report
                 except Stopped:
                     print("stopped; run the same command again to continue", flush=True)
                     return 130
@@ -238,8 +260,10 @@ def main(argv: Optional[list[str]] = None) -> int:
                     print(f"  {err}", flush=True)
                     failures += 1
                     continue
-                write_report(args.out, args.report)
-    print(f"report: {write_report(args.out, args.report)}", flush=True)
+                ran += 1
+                print(f"report: {write_report(args.out, args.report)}", flush=True)  # after each run: as they come
+    if not ran:
+        print(f"report: {write_report(args.out, args.report)}", flush=True)
     return 1 if failures else 0
 
 

@@ -64,7 +64,8 @@ def plot_env(config: str, runs_by_budget: dict[int, list[dict]], figure: Path) -
         from lit_ppo.tools.plot import plot
     except ImportError:
         return False
-    groups = {f"{budget:,} steps": [r["_dir"] / "curves" for r in runs] for budget, runs in sorted(runs_by_budget.items())}
+    groups = {f"{budget:,} steps": [r["_dir"] / "curves" for r in runs]
+              for budget, runs in sorted(runs_by_budget.items())}
     try:
         plot(groups, ["rollout/return_mean", "eval/return_mean"], figure, title=f"{config}: mean ± 1 std over seeds")
     except ImportError:  # matplotlib (the plot extra) is imported when drawing

@@ -2,6 +2,7 @@
 timing: the figures are for people (see the README's Performance section), not for CI."""
 
 import importlib.util
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -59,3 +60,27 @@ def test_atari_envpool_quick():
     pytest.importorskip("envpool")
     out = run("atari_envpool.py", "--iterations", "2", "--repeats", "1")
     assert "breakout_envpool.yaml (EnvPool)" in out
+
+
+def test_learning_runs_evaluates_reports_and_skips_finished_runs(tmp_path):
+    pytest.importorskip("matplotlib")
+    args = ["--configs", "cartpole.yaml", "--seeds", "1", "--timesteps", "2048", "--eval-episodes", "3",
+            "--fit-args", "--trainer.check_val_every_n_epoch 4 --trainer.callbacks.init_args.every_n_epochs 2 "
+            "--data.eval_episodes 3",
+            "--out", str(tmp_path / "out"), "--report", str(tmp_path / "docs/results.md")]
+    out = run("learning.py", *args)
+    [result_file] = (tmp_path / "out").glob("cartpole/steps2048/seed1/result.json")
+    result = json.loads(result_file.read_text())
+    assert (result["config"], result["seed"], result["total_timesteps"], result["budget_overridden"]) == (
+        "cartpole.yaml", 1, 2048, True)
+    assert result["final"]["episodes"] == 3 and result["final"]["env_steps"] == 2048
+    assert result["best"]["env_steps"] in (1024, 2048)  # evaluations after iterations 4 and 8 (256 steps each)
+    assert result["fit_wall_s"] > 0 and result["cpu"]
+    report = (tmp_path / "docs/results.md").read_text()
+    assert "## CartPole-v1 (`configs/cartpole.yaml`)" in report and "2,048 (published 100,000)" in report
+    assert "500.0 ± 0.0 at 100k (RL-Zoo benchmark.md" in report and (tmp_path / "docs/results/cartpole.png").exists()
+    assert "fit cartpole.yaml seed 1" in out
+    # a second invocation finds the result and runs nothing
+    again = run("learning.py", *args)
+    assert "skip cartpole.yaml seed 1" in again and "fit cartpole" not in again
+    assert json.loads(result_file.read_text()) == result
