@@ -149,29 +149,19 @@ class PeriodicCheckpoint(ModelCheckpoint):
     the end of training and on SIGTERM/SIGINT (:class:`SaveLastOnStop`). Everything else (``monitor``,
     ``save_top_k``, ``filename`` of the monitored checkpoint, ``every_n_epochs``) is ``ModelCheckpoint``'s.
 
-    With ``monitor: eval/return_mean`` (the shipped configs) ``best.ckpt`` is the policy of the best deterministic
-    evaluation so far: ``every_n_epochs`` must then divide ``trainer.check_val_every_n_epoch``, since
-    ``ModelCheckpoint`` only considers the iterations that are multiples of ``every_n_epochs``.
+    With ``monitor: eval/return_mean`` and ``save_on_train_epoch_end: false`` (the shipped configs), ``best.ckpt``
+    is the policy of the best deterministic evaluation so far: the monitored checkpoint is then considered at the
+    end of every evaluation, whatever ``trainer.check_val_every_n_epoch`` is, and ``every_n_epochs`` paces
+    ``last.ckpt`` only (``ModelCheckpoint`` alone would skip evaluations at iterations that are not multiples of it).
     """
 
     def __init__(self, dirpath: Optional[str] = None, filename: Optional[str] = None, monitor: Optional[str] = None,
                  save_last: bool = True, every_n_epochs: Optional[int] = None, **kwargs: Any) -> None:
+        at_evaluation = monitor is not None and kwargs.get("save_on_train_epoch_end") is False
         super().__init__(dirpath=dirpath, filename=filename, monitor=monitor, save_last=False,
-                         every_n_epochs=every_n_epochs, **kwargs)
+                         every_n_epochs=1 if at_evaluation else every_n_epochs, **kwargs)
         self.periodic_last = save_last
         self.last_every_n_epochs = every_n_epochs or 1
-
-    def setup(self, trainer: "L.Trainer", pl_module: "L.LightningModule", stage: str) -> None:
-        super().setup(trainer, pl_module, stage)
-        evaluations = trainer.check_val_every_n_epoch
-        if (stage == "fit" and str(self.monitor).startswith("eval/") and evaluations
-                and evaluations % self.last_every_n_epochs):
-            raise ConfigError(
-                f"trainer.callbacks: PeriodicCheckpoint monitors {self.monitor}, logged by the evaluation every "
-                f"{evaluations} iterations (trainer.check_val_every_n_epoch), but checks it every "
-                f"{self.last_every_n_epochs} (every_n_epochs): an evaluation at any other iteration could never "
-                f"become the best checkpoint. Set every_n_epochs to a divisor of {evaluations} (e.g. {evaluations}) or change "
-                "trainer.check_val_every_n_epoch to a multiple of it.")
 
     def on_train_epoch_end(self, trainer: "L.Trainer", pl_module: "L.LightningModule") -> None:
         super().on_train_epoch_end(trainer, pl_module)

@@ -1,5 +1,8 @@
 """The shipped configs keep ``best.ckpt`` by the deterministic evaluation's return (``eval/return_mean``), not by the
-training episodes' return: a real fit through the CLI, its logged evaluations, and the checkpoint it kept."""
+training episodes' return: a real fit through the CLI, its logged evaluations, and the checkpoint it kept.
+
+Evaluations every 3 iterations and ``last.ckpt`` every 2: Lightning's ``ModelCheckpoint`` alone would consider the
+monitor only at multiples of ``every_n_epochs`` and skip the evaluations at iterations 3, 9, 15 and 21."""
 
 import csv
 from pathlib import Path
@@ -12,7 +15,7 @@ from lit_ppo.cli import CONFIG_DIR
 EPISODES = 5
 FIT = ["--config", "cartpole.yaml", "--seed_everything", "3", "--trainer.enable_progress_bar", "false",
        "--data.total_timesteps", str(24 * 256), "--data.eval_episodes", str(EPISODES),
-       "--trainer.check_val_every_n_epoch", "2", "--trainer.callbacks.init_args.every_n_epochs", "2"]
+       "--trainer.check_val_every_n_epoch", "3", "--trainer.callbacks.init_args.every_n_epochs", "2"]
 
 
 def csv_logger(save_dir: str) -> list[str]:
@@ -29,7 +32,7 @@ def test_best_ckpt_holds_the_best_evaluation_and_validates_to_it(cli, tmp_path):
     cli("fit", *FIT, *csv_logger("fit_logs"), cwd=tmp_path)
     [metrics] = tmp_path.glob("fit_logs/*/version_0/metrics.csv")
     evals = evaluations(metrics)
-    assert len(evals) == 12  # 24 iterations, an evaluation every 2
+    assert len(evals) == 8  # 24 iterations, an evaluation every 3
     returns = [r for _, r in evals]
     assert len(set(returns)) > 1, "the test needs evaluations that differ"
     best_step, best_return = next(e for e in evals if e[1] == max(returns))  # the first of equals: saved on improvement
@@ -49,10 +52,3 @@ def test_every_shipped_config_keeps_best_by_evaluation():
         text = path.read_text()
         assert "monitor: eval/return_mean" in text and "rollout/return_mean" not in text, path.name
 
-
-def test_checking_the_monitor_between_evaluations_is_refused(cli_in_process, tmp_path):
-    proc = cli_in_process("fit", "--config", "cartpole.yaml", "--trainer.logger", "false",
-                          "--trainer.check_val_every_n_epoch", "5", "--trainer.callbacks.init_args.every_n_epochs", "2",
-                          cwd=tmp_path)
-    assert proc.returncode == 2
-    assert "every_n_epochs" in proc.stderr and "divisor of 5" in proc.stderr and "Traceback" not in proc.stderr
