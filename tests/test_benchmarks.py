@@ -84,3 +84,27 @@ def test_learning_runs_evaluates_reports_and_skips_finished_runs(tmp_path):
     again = run("learning.py", *args)
     assert "skip cartpole.yaml seed 1" in again and "fit cartpole" not in again
     assert json.loads(result_file.read_text()) == result
+
+
+def test_learning_resumes_an_interrupted_run_from_its_last_checkpoint(tmp_path):
+    import signal
+    import time
+
+    args = [sys.executable, str(BENCHMARKS / "learning.py"), "--configs", "cartpole.yaml", "--seeds", "2",
+            "--timesteps", str(60 * 256), "--eval-episodes", "2",
+            "--fit-args", "--trainer.callbacks.init_args.every_n_epochs 2",
+            "--out", str(tmp_path / "out"), "--report", str(tmp_path / "results.md")]
+    run_dir = tmp_path / "out/cartpole/steps15360/seed2"
+    first = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    deadline = time.monotonic() + 120
+    while not (run_dir / "runs/cartpole/checkpoints/last.ckpt").exists():
+        assert first.poll() is None and time.monotonic() < deadline, first.communicate()[0]
+        time.sleep(0.05)
+    first.send_signal(signal.SIGTERM)  # passed on to the fit: it saves last.ckpt at its next rollout boundary
+    out = first.communicate(timeout=120)[0]
+    assert first.returncode == 130 and "stopped; run the same command again" in out, out
+    assert not (run_dir / "result.json").exists()
+    again = subprocess.run(args, capture_output=True, text=True, timeout=300)
+    assert again.returncode == 0 and "(resuming)" in again.stdout, again.stdout + again.stderr
+    result = json.loads((run_dir / "result.json").read_text())
+    assert result["fit_attempts"] == 2 and result["final"]["env_steps"] == 60 * 256
