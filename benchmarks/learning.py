@@ -172,7 +172,7 @@ def run_one(config: Path, seed: int, timesteps: Optional[int], episodes: int, fi
     progress_path = directory / "fit.json"
     progress = json.loads(progress_path.read_text()) if progress_path.exists() else {"attempts": [], "done": False}
     if not progress["done"]:
-        resume = checkpoint(directory, "last.ckpt") is not None
+        resume, code_version = checkpoint(directory, "last.ckpt") is not None, commit()
         args = ["fit", "--config", str(config), "--seed_everything", str(seed), *QUIET, *fit_args,
                 *(["--data.total_timesteps", str(timesteps)] if timesteps else []),
                 *(["--ckpt_path", "last"] if resume else [])]
@@ -181,10 +181,12 @@ def run_one(config: Path, seed: int, timesteps: Optional[int], episodes: int, fi
         try:
             code, wall = lit_ppo([args], directory, directory / "process.log", on_signal)
         except Stopped:
-            progress["attempts"].append({"wall_s": round(on_signal["wall"], 1), "exit": "stopped", "resumed": resume})
+            progress["attempts"].append({"wall_s": round(on_signal["wall"], 1), "exit": "stopped", "resumed": resume,
+                                         "commit": code_version})
             progress_path.write_text(json.dumps(progress, indent=1))
             raise
-        progress["attempts"].append({"wall_s": round(wall, 1), "exit": code, "resumed": resume})
+        progress["attempts"].append({"wall_s": round(wall, 1), "exit": code, "resumed": resume,
+                                     "commit": code_version})
         progress["done"] = code == 0
         progress_path.write_text(json.dumps(progress, indent=1))
         if code != 0:
@@ -204,7 +206,8 @@ def run_one(config: Path, seed: int, timesteps: Optional[int], episodes: int, fi
         "fit_wall_s": round(sum(a["wall_s"] for a in progress["attempts"]), 1),
         "fit_attempts": len(progress["attempts"]),
         "cpu": cpu_model(), "cpus": os.cpu_count(), "date": time.strftime("%Y-%m-%d"),
-        "commit": commit(),
+        # the code each fit process ran (a resumed run may span several); older fit.json files did not record it
+        "commits": sorted({a.get("commit", "?") for a in progress["attempts"]}), "evaluated_with": commit(),
     }
     result_path.write_text(json.dumps(result, indent=1) + "\n")
     best_text = f", best.ckpt {best_eval['return_mean']:.1f}" if best_eval else ""
