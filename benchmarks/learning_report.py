@@ -31,7 +31,7 @@ def published(config_name: str) -> Optional[dict]:
         return None
     source, mean, std, budget, rest = match.groups()
     # the line may go on with where it was measured, e.g. ", measured on LunarLander-v2 (...)"
-    on = re.search(r"measured\s+on\s+([\w-]+)", rest + " " + path.read_text()[match.end():match.end() + 200])
+    on = re.search(r"measured[\s#]+on[\s#]+([\w-]+)", rest + " " + path.read_text()[match.end():match.end() + 200])
     return {"source": source, "mean": float(mean), "std": float(std), "budget": budget,
             "measured_on": on.group(1) if on else None}
 
