@@ -139,7 +139,8 @@ def write_curves(directory: Path) -> None:
     """The run's training and evaluation returns against env steps, its logger versions merged in order (a resumed
     run's later version wins where both logged the same step), thinned to MAX_CURVE_POINTS rollout points, as
     ``curves/metrics.csv`` (small enough to commit; ``lit_ppo plot`` reads it)."""
-    sys.path.insert(0, str(REPO))
+    if str(REPO) not in sys.path:  # this checkout's lit_ppo, as the fits use (harness.child_env)
+        sys.path.insert(0, str(REPO))
     from lit_ppo.tools.plot import find_runs, read_run  # CSV or TensorBoard, as the config logs
 
     merged: dict[str, dict[int, float]] = {m: {} for m in CURVE_METRICS}

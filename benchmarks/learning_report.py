@@ -59,7 +59,8 @@ def verdict(mean: float, ref: Optional[dict], same_budget: bool) -> str:
 
 def plot_env(config: str, runs_by_budget: dict[int, list[dict]], figure: Path) -> bool:
     """Training and evaluation returns of every seed, one colour per budget; False where matplotlib is missing."""
-    sys.path.insert(0, str(REPO))
+    if str(REPO) not in sys.path:  # this checkout's lit_ppo, as the fits use (harness.child_env)
+        sys.path.insert(0, str(REPO))
     try:
         from lit_ppo.tools.plot import plot
     except ImportError:
