@@ -16,14 +16,17 @@ runs share one):
 3. ``result.json`` (config, seed, budget, both evaluations, wall time, CPU model) and ``curves/metrics.csv`` (the
    training and evaluation returns against env steps, every logger version of a resumed run merged).
 
-A run whose ``result.json`` exists is skipped. ``--timesteps`` replaces the config's budget (where the published
-one cannot fit; the result and the table say so). The report is rebuilt from every ``result.json`` under OUT
-after each run (``learning_report.py``). SIGTERM/SIGINT stop the current fit at its next rollout boundary (it
-saves ``last.ckpt``; run the same command again to continue).
+A run whose ``result.json`` exists is skipped, unless the config's settings changed since (a hash of them is in
+the result): that run's directory is then renamed ``stale-<hash>-seed<S>`` and the run starts over.
+``--timesteps`` replaces the config's budget (where the published one cannot fit; the result and the table say
+so). The report is rebuilt from every ``result.json`` under OUT after each run (``learning_report.py``).
+SIGTERM/SIGINT stop the current fit at its next rollout boundary (it saves ``last.ckpt``; run the same command
+again to continue).
 """
 
 import argparse
 import csv
+import hashlib
 import json
 import os
 import platform
@@ -68,6 +71,21 @@ def read_config(config: Path) -> dict:
     import yaml  # jsonargparse's dependency: always there with lit_ppo
 
     return yaml.safe_load(config.read_text())
+
+
+def config_sha(config: Path) -> str:
+    """The config's settings (not its comments) as a short hash: a result of other settings is not this config's."""
+    return hashlib.sha256(json.dumps(read_config(config), sort_keys=True).encode()).hexdigest()[:12]
+
+
+def set_aside(directory: Path, sha: str) -> None:
+    """Move a run of an earlier version of the config out of the way (kept, never deleted; not reported)."""
+    stale = directory.with_name(f"stale-{sha}-{directory.name}")
+    n = 1
+    while stale.exists():
+        stale, n = directory.with_name(f"stale-{sha}-{directory.name}-{n}"), n + 1
+    directory.rename(stale)
+    print(f"  {directory} holds a run of other settings of this config (sha {sha}); moved to {stale.name}", flush=True)
 
 
 def run_dir(out: Path, config: Path, budget: int, seed: int) -> Path:
@@ -165,13 +183,16 @@ def run_one(config: Path, seed: int, timesteps: Optional[int], episodes: int, fi
     published_budget = int(read_config(config)["data"]["total_timesteps"])
     budget = timesteps or published_budget
     directory = run_dir(out, config, budget, seed)
-    result_path = directory / "result.json"
+    result_path, progress_path, sha = directory / "result.json", directory / "fit.json", config_sha(config)
+    for path in (result_path, progress_path):  # the result, or an unfinished run, of other settings: set aside
+        if path.exists() and json.loads(path.read_text()).get("config_sha", "unhashed") != sha:
+            set_aside(directory, json.loads(path.read_text()).get("config_sha", "unhashed"))
     if result_path.exists():
         print(f"skip {config.name} seed {seed} at {budget:,} steps: {result_path} exists", flush=True)
         return None
     directory.mkdir(parents=True, exist_ok=True)
-    progress_path = directory / "fit.json"
-    progress = json.loads(progress_path.read_text()) if progress_path.exists() else {"attempts": [], "done": False}
+    progress = (json.loads(progress_path.read_text()) if progress_path.exists()
+                else {"config_sha": sha, "attempts": [], "done": False})
     if not progress["done"]:
         resume, code_version = checkpoint(directory, "last.ckpt") is not None, commit()
         args = ["fit", "--config", str(config), "--seed_everything", str(seed), *QUIET, *fit_args,
@@ -200,7 +221,7 @@ def run_one(config: Path, seed: int, timesteps: Optional[int], episodes: int, fi
     final, best_eval = evaluations["final"], evaluations.get("best")
     write_curves(directory)
     result = {
-        "config": config.name, "env_id": read_config(config)["data"]["env_id"], "seed": seed,
+        "config": config.name, "config_sha": sha, "env_id": read_config(config)["data"]["env_id"], "seed": seed,
         "total_timesteps": budget, "published_timesteps": published_budget,
         "budget_overridden": budget != published_budget,
         "fit_args": fit_args, "final": final, "best": best_eval, "eval_wall_s": evaluations["wall_s"],

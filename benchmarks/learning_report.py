@@ -37,7 +37,13 @@ def published(config_name: str) -> Optional[dict]:
 
 
 def load_results(out: Path) -> list[dict]:
-    return [json.loads(p.read_text()) | {"_dir": p.parent} for p in sorted(out.glob("*/steps*/seed*/result.json"))]
+    """The results of each config's current settings (runs of earlier settings are set aside as ``stale-*``)."""
+    from learning import config_sha
+
+    results = [json.loads(p.read_text()) | {"_dir": p.parent} for p in sorted(out.glob("*/steps*/seed*/result.json"))]
+    current = {name: config_sha(CONFIG_DIR / name) for name in {r["config"] for r in results}
+               if (CONFIG_DIR / name).is_file()}
+    return [r for r in results if r.get("config_sha") == current.get(r["config"], r.get("config_sha"))]
 
 
 def mean_std(values: list[float]) -> str:

@@ -108,3 +108,27 @@ def test_learning_resumes_an_interrupted_run_from_its_last_checkpoint(tmp_path):
     assert again.returncode == 0 and "(resuming)" in again.stdout, again.stdout + again.stderr
     result = json.loads((run_dir / "result.json").read_text())
     assert result["fit_attempts"] == 2 and result["final"]["env_steps"] == 60 * 256
+
+
+def test_learning_sets_aside_a_run_of_other_settings_and_runs_again(tmp_path, monkeypatch):
+    monkeypatch.syspath_prepend(str(BENCHMARKS))
+    import learning
+
+    def fake_fit(commands, cwd, log, on_signal):  # what a finished fit leaves, without training
+        (cwd / "runs/cartpole/checkpoints").mkdir(parents=True, exist_ok=True)
+        (cwd / "runs/cartpole/checkpoints/last.ckpt").write_text("")
+        return 0, 1.0
+
+    monkeypatch.setattr(learning, "lit_ppo", fake_fit)
+    monkeypatch.setattr(learning, "evaluate", lambda *args: {"final": {"return_mean": 1.0, "return_std": 0.0},
+                                                              "wall_s": 0.0})
+    monkeypatch.setattr(learning, "write_curves", lambda directory: None)
+    config = learning.CONFIG_DIR / "cartpole.yaml"
+    run_dir = tmp_path / "cartpole/steps512/seed1"
+    assert learning.run_one(config, 1, 512, 3, [], tmp_path, {})["config_sha"] == learning.config_sha(config)
+    assert learning.run_one(config, 1, 512, 3, [], tmp_path, {}) is None  # the same settings: skipped
+    result = json.loads((run_dir / "result.json").read_text())
+    (run_dir / "result.json").write_text(json.dumps({**result, "config_sha": "0123456789ab"}))
+    assert learning.run_one(config, 1, 512, 3, [], tmp_path, {}) is not None  # other settings: run again
+    assert json.loads((tmp_path / "cartpole/steps512/stale-0123456789ab-seed1/result.json").read_text())[
+        "config_sha"] == "0123456789ab"
