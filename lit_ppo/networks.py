@@ -115,8 +115,8 @@ class ActorCritic(nn.Module):
             raise ConfigError(f"model.activation: {activation!r} is not one of {tuple(ACTIVATIONS)}.")
         if not (len(hidden_sizes) > 0 and all(h > 0 for h in hidden_sizes)):
             raise ConfigError(f"model.hidden_sizes: must be positive layer widths, got {list(hidden_sizes)}.")
-        finite = isinstance(log_std_init, (int, float)) and not isinstance(log_std_init, bool)
-        if not (finite and math.isfinite(log_std_init)):
+        number = isinstance(log_std_init, (int, float)) and not isinstance(log_std_init, bool)
+        if not (number and math.isfinite(log_std_init)):
             raise ConfigError(f"model.log_std_init: must be a finite number (the initial log-std, e.g. 0 for std 1 "
                               f"or -2 for std 0.14), got {log_std_init!r}.")
         if not isinstance(ortho_init, bool):
