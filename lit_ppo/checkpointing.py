@@ -148,12 +148,18 @@ class PeriodicCheckpoint(ModelCheckpoint):
     whose return stopped improving would resume from long before it was stopped. ``last.ckpt`` is also written at
     the end of training and on SIGTERM/SIGINT (:class:`SaveLastOnStop`). Everything else (``monitor``,
     ``save_top_k``, ``filename`` of the monitored checkpoint, ``every_n_epochs``) is ``ModelCheckpoint``'s.
+
+    With ``monitor: eval/return_mean`` and ``save_on_train_epoch_end: false`` (the shipped configs), ``best.ckpt``
+    is the policy of the best deterministic evaluation so far: the monitored checkpoint is then considered at the
+    end of every evaluation, whatever ``trainer.check_val_every_n_epoch`` is, and ``every_n_epochs`` paces
+    ``last.ckpt`` only (``ModelCheckpoint`` alone would skip evaluations at iterations that are not multiples of it).
     """
 
     def __init__(self, dirpath: Optional[str] = None, filename: Optional[str] = None, monitor: Optional[str] = None,
                  save_last: bool = True, every_n_epochs: Optional[int] = None, **kwargs: Any) -> None:
+        at_evaluation = monitor is not None and kwargs.get("save_on_train_epoch_end") is False
         super().__init__(dirpath=dirpath, filename=filename, monitor=monitor, save_last=False,
-                         every_n_epochs=every_n_epochs, **kwargs)
+                         every_n_epochs=1 if at_evaluation else every_n_epochs, **kwargs)
         self.periodic_last = save_last
         self.last_every_n_epochs = every_n_epochs or 1
 

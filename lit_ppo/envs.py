@@ -148,6 +148,20 @@ def autoreset_mode(envs: gym.vector.VectorEnv, vectorization: Vectorization = "?
     )
 
 
+def rebuilt_by_pickling(envs: gym.vector.VectorEnv) -> Optional[str]:
+    """Why pickling ``envs`` would not keep the episodes in progress, or None where it would.
+
+    gymnasium's ``EzPickle`` environments (Box2D's LunarLander and BipedalWalker, the MuJoCo ones) pickle as their
+    constructor arguments: unpickled, each is a new environment without the episode it was in (LunarLander's
+    ``step`` then fails an assertion; MuJoCo's would go on silently from its initial state).
+    """
+    for env in getattr(envs.unwrapped, "envs", ()):  # SyncVectorEnv's sub-environments, under any vector wrapper
+        if isinstance(env.unwrapped, gym.utils.EzPickle):
+            return (f"{type(env.unwrapped).__name__} pickles as its constructor arguments (gymnasium's EzPickle), "
+                    "not its state")
+    return None
+
+
 def _describe(vectorization: Vectorization) -> str:
     return repr(vectorization) if isinstance(vectorization, str) else repr(vectorization.get("class_path"))
 

@@ -27,7 +27,6 @@ from lit_ppo.networks import ActorCritic
 from lit_ppo.nonfinite import MODES as NONFINITE_MODES, NonFiniteGuard
 
 RECENT_EPISODES = 100  # rollout/return_mean is over each process's last 100 finished episodes
-COMPILE_CHOICES = (False, True, "default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
 
 
 class PPOModule(L.LightningModule):
@@ -45,6 +44,7 @@ class PPOModule(L.LightningModule):
             actor and value heads are linear layers on its features.
         recurrent: an LSTM/GRU core before the actor/critic layers, ``{cell: lstm|gru, hidden_size: 128, layers: 1}``
             (:mod:`lit_ppo.recurrent`); minibatches are then whole environment sequences.
+        log_std_init, ortho_init: the Gaussian's initial log-std and PPO's orthogonal init (see :class:`ActorCritic`).
         lr: Adam learning rate (eps 1e-5).
         anneal_lr: anneal the learning rate linearly to 0 over the budget.
         clip_coef: PPO's ratio clip epsilon.
@@ -77,6 +77,8 @@ class PPOModule(L.LightningModule):
         activation: str = "tanh",
         network: Optional[ClassPathConfig] = None,
         recurrent: Optional[dict[str, Any]] = None,
+        log_std_init: float = 0.0,
+        ortho_init: bool = True,
         lr: float = 2.5e-4,
         anneal_lr: bool = True,
         clip_coef: float = 0.2,
@@ -101,18 +103,16 @@ class PPOModule(L.LightningModule):
         require(ent_coef >= 0, "model.ent_coef", f"must be >= 0, got {ent_coef}.")
         require(max_grad_norm is None or max_grad_norm > 0, "model.max_grad_norm",
                 f"must be positive or null (no clipping), got {max_grad_norm}.")
-        require(len(hidden_sizes) > 0 and all(h > 0 for h in hidden_sizes), "model.hidden_sizes",
-                f"must be positive layer widths, got {list(hidden_sizes)}.")
         require(target_kl is None or target_kl > 0, "model.target_kl", f"must be positive or null, got {target_kl}.")
         require(actor_device in ACTOR_DEVICES, "model.actor_device",
                 f"must be one of {ACTOR_DEVICES}, got {actor_device!r}.")
         require(on_nonfinite in NONFINITE_MODES, "model.on_nonfinite", f"must be 'stop' or 'skip', got {on_nonfinite!r}.")
         require(max_skipped_rollouts >= 1, "model.max_skipped_rollouts", f"must be >= 1, got {max_skipped_rollouts}.")
-        require(compile in COMPILE_CHOICES, "model.compile", f"must be one of {COMPILE_CHOICES}, got {compile!r}.")
         self.save_hyperparameters()
         self.automatic_optimization = False  # several optimizer steps per Lightning step: see the module docstring
         self.policy = ActorCritic.from_env_spec(env_spec, hidden_sizes=list(hidden_sizes), encoder=encoder,
-                                                activation=activation, network=network, recurrent=recurrent)
+                                                activation=activation, network=network, recurrent=recurrent,
+                                                log_std_init=log_std_init, ortho_init=ortho_init)
         self.objective = PPOObjective(self.policy, vf_coef, ent_coef, clip_vloss, compile)
         self.recent_episodes = RecentEpisodes(RECENT_EPISODES)
         self.nonfinite = NonFiniteGuard(on_nonfinite, max_skipped_rollouts)

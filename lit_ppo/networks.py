@@ -11,7 +11,8 @@ With ``recurrent`` (:mod:`lit_ppo.recurrent`), an LSTM/GRU core sits between the
 layers, shared by both; every pass then takes the recurrent state of each environment and the episode-start flags
 of its inputs, and returns the state after them.
 
-Initialization is PPO's reference one: orthogonal, gain sqrt(2) hidden, 0.01 policy output, 1 value output.
+Initialization is PPO's reference one: orthogonal, gain sqrt(2) hidden, 0.01 policy output, 1 value output
+(``ortho_init: false`` keeps PyTorch's default instead, as Stable-Baselines3's ``ortho_init=False``).
 """
 
 import math
@@ -97,6 +98,9 @@ class ActorCritic(nn.Module):
         normalize_obs: normalize vector observations by running statistics (clip +-10).
         normalize_reward: keep running statistics of the discounted return, by which rollouts scale rewards.
         recurrent: ``{cell: lstm|gru, hidden_size, layers}`` (:class:`lit_ppo.recurrent.RecurrentConfig`), or None.
+        log_std_init: initial log-std of the Gaussian head (continuous actions): the initial std is its exp.
+        ortho_init: PPO's orthogonal initialization of the built-in layers; ``False`` keeps PyTorch's default
+            ``reset_parameters`` init (a user's ``network`` keeps its own init either way).
     """
 
     def __init__(
@@ -110,10 +114,21 @@ class ActorCritic(nn.Module):
         normalize_obs: bool = False,
         normalize_reward: bool = False,
         recurrent: Any = None,
+        log_std_init: float = 0.0,
+        ortho_init: bool = True,
     ) -> None:
         super().__init__()
         if activation not in ACTIVATIONS:
             raise ConfigError(f"model.activation: {activation!r} is not one of {tuple(ACTIVATIONS)}.")
+        if not (len(hidden_sizes) > 0 and all(h > 0 for h in hidden_sizes)):
+            raise ConfigError(f"model.hidden_sizes: must be positive layer widths, got {list(hidden_sizes)}.")
+        number = isinstance(log_std_init, (int, float)) and not isinstance(log_std_init, bool)
+        if not (number and math.isfinite(log_std_init)):
+            raise ConfigError(f"model.log_std_init: must be a finite number (the initial log-std, e.g. 0 for std 1 "
+                              f"or -2 for std 0.14), got {log_std_init!r}.")
+        if not isinstance(ortho_init, bool):
+            raise ConfigError(f"model.ortho_init: must be true (orthogonal init) or false (PyTorch's default init), "
+                              f"got {ortho_init!r}.")
         self.head = make_head(action)
         if network is not None:
             self.encoder: Union[ObservationEncoder, UserTrunk] = UserTrunk(observation, network, normalize_obs)
@@ -128,9 +143,15 @@ class ActorCritic(nn.Module):
         n = self.core.hidden_size if self.core is not None else n
         self.actor = mlp(n, hidden_sizes, self.head.num_outputs, 0.01, activation)
         self.critic = mlp(n, hidden_sizes, 1, 1.0, activation)
-        # The Gaussian's state-independent log-std: optimized and saved with the policy; std 1 at the start.
+        if not ortho_init:  # the layers built here, back to PyTorch's own init (the user's network is not ours)
+            built = [self.actor, self.critic] + ([self.encoder] if network is None else [])
+            built += [self.core] if self.core is not None else []
+            kinds = (nn.Linear, nn.Conv2d, nn.LSTM, nn.GRU)
+            for layer in (m for part in built for m in part.modules() if isinstance(m, kinds)):
+                layer.reset_parameters()
+        # The Gaussian's state-independent log-std: optimized and saved with the policy; std exp(log_std_init).
         gaussian = isinstance(self.head, DiagGaussianHead)
-        self.log_std = nn.Parameter(torch.zeros(self.head.num_outputs)) if gaussian else None
+        self.log_std = nn.Parameter(torch.full((self.head.num_outputs,), float(log_std_init))) if gaussian else None
         self.return_rms = RunningMeanStd(()) if normalize_reward else None
 
     @classmethod

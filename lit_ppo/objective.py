@@ -8,8 +8,11 @@ from typing import Callable, Optional, Union
 import torch
 from torch import Tensor
 
+from lit_ppo.errors import require
 from lit_ppo.losses import normalize_advantages, ppo_loss_terms
 from lit_ppo.networks import ActorCritic
+
+COMPILE_CHOICES = (False, True, "default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
 
 
 class PPOObjective:
@@ -28,6 +31,7 @@ class PPOObjective:
 
     def __init__(self, policy: ActorCritic, vf_coef: float, ent_coef: float, clip_vloss: bool,
                  compile: Union[bool, str] = False) -> None:
+        require(compile in COMPILE_CHOICES, "model.compile", f"must be one of {COMPILE_CHOICES}, got {compile!r}.")
         self.policy, self.vf_coef, self.ent_coef, self.clip_vloss = policy, vf_coef, ent_coef, clip_vloss
         mode = None if compile is True or compile == "default" else compile
         self.compiled: Optional[Callable] = torch.compile(self._objective, mode=mode) if compile else None

@@ -11,7 +11,7 @@ from torch import Tensor
 
 from lit_ppo.action_masks import ActionMaskReader
 from lit_ppo.advantages import compute_gae
-from lit_ppo.envs import autoreset_mode
+from lit_ppo.envs import autoreset_mode, rebuilt_by_pickling
 from lit_ppo.errors import EnvStepError
 from lit_ppo.losses import explained_variance
 from lit_ppo.spaces import action_spec, action_tensor_layout, actions_to_env, batch_observations, observations_to_tensor
@@ -232,8 +232,10 @@ class RolloutCollector:
             "starts_next": self.starts_next.clone(),
         }
         try:
+            if rebuilt := rebuilt_by_pickling(self.envs):  # it would pickle, but not as the episodes in progress
+                raise pickle.PicklingError(rebuilt)
             state["envs"] = pickle.dumps(self.envs)
-        except Exception as err:  # e.g. AsyncVectorEnv (subprocesses) or an env holding a handle
+        except Exception as err:  # e.g. AsyncVectorEnv (subprocesses), an env holding a handle, an EzPickle env
             state["envs"] = None
             state["envs_error"] = f"{type(err).__name__}: {err}"
         return state

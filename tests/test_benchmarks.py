@@ -2,6 +2,7 @@
 timing: the figures are for people (see the README's Performance section), not for CI."""
 
 import importlib.util
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -70,3 +71,73 @@ def test_recurrent_core_quick():
 def test_recurrent_quick(tmp_path):
     out = run("recurrent.py", "--steps", "512", "--seeds", "1", "--dir", str(tmp_path))
     assert "lit_ppo/sb3-contrib" in out and "evaluation" in out
+def test_learning_runs_evaluates_reports_and_skips_finished_runs(tmp_path):
+    pytest.importorskip("matplotlib")
+    args = ["--configs", "cartpole.yaml", "--seeds", "1", "--timesteps", "2048", "--eval-episodes", "3",
+            "--fit-args", "--trainer.check_val_every_n_epoch 4 --trainer.callbacks.init_args.every_n_epochs 2 "
+            "--data.eval_episodes 3",
+            "--out", str(tmp_path / "out"), "--report", str(tmp_path / "docs/results.md")]
+    out = run("learning.py", *args)
+    [result_file] = (tmp_path / "out").glob("cartpole/steps2048/seed1/result.json")
+    result = json.loads(result_file.read_text())
+    assert (result["config"], result["seed"], result["total_timesteps"], result["budget_overridden"]) == (
+        "cartpole.yaml", 1, 2048, True)
+    assert result["final"]["episodes"] == 3 and result["final"]["env_steps"] == 2048
+    assert result["best"]["env_steps"] in (1024, 2048)  # evaluations after iterations 4 and 8 (256 steps each)
+    assert result["fit_wall_s"] > 0 and result["cpu"]
+    report = (tmp_path / "docs/results.md").read_text()
+    assert "## CartPole-v1 (`configs/cartpole.yaml`)" in report and "2,048 (published 100,000)" in report
+    assert "500.0 ± 0.0 at 100k (RL-Zoo benchmark.md" in report and (tmp_path / "docs/results/cartpole.png").exists()
+    assert "fit cartpole.yaml seed 1" in out
+    # a second invocation finds the result and runs nothing
+    again = run("learning.py", *args)
+    assert "skip cartpole.yaml seed 1" in again and "fit cartpole" not in again
+    assert json.loads(result_file.read_text()) == result
+
+
+def test_learning_resumes_an_interrupted_run_from_its_last_checkpoint(tmp_path):
+    import signal
+    import time
+
+    args = [sys.executable, str(BENCHMARKS / "learning.py"), "--configs", "cartpole.yaml", "--seeds", "2",
+            "--timesteps", str(60 * 256), "--eval-episodes", "2",
+            "--fit-args", "--trainer.callbacks.init_args.every_n_epochs 2",
+            "--out", str(tmp_path / "out"), "--report", str(tmp_path / "results.md")]
+    run_dir = tmp_path / "out/cartpole/steps15360/seed2"
+    first = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    deadline = time.monotonic() + 120
+    while not (run_dir / "runs/cartpole/checkpoints/last.ckpt").exists():
+        assert first.poll() is None and time.monotonic() < deadline, first.communicate()[0]
+        time.sleep(0.05)
+    first.send_signal(signal.SIGTERM)  # passed on to the fit: it saves last.ckpt at its next rollout boundary
+    out = first.communicate(timeout=120)[0]
+    assert first.returncode == 130 and "stopped; run the same command again" in out, out
+    assert not (run_dir / "result.json").exists()
+    again = subprocess.run(args, capture_output=True, text=True, timeout=300)
+    assert again.returncode == 0 and "(resuming)" in again.stdout, again.stdout + again.stderr
+    result = json.loads((run_dir / "result.json").read_text())
+    assert result["fit_attempts"] == 2 and result["final"]["env_steps"] == 60 * 256
+
+
+def test_learning_sets_aside_a_run_of_other_settings_and_runs_again(tmp_path, monkeypatch):
+    monkeypatch.syspath_prepend(str(BENCHMARKS))
+    import learning
+
+    def fake_fit(commands, cwd, log, on_signal):  # what a finished fit leaves, without training
+        (cwd / "runs/cartpole/checkpoints").mkdir(parents=True, exist_ok=True)
+        (cwd / "runs/cartpole/checkpoints/last.ckpt").write_text("")
+        return 0, 1.0
+
+    monkeypatch.setattr(learning, "lit_ppo", fake_fit)
+    monkeypatch.setattr(learning, "evaluate", lambda *args: {"final": {"return_mean": 1.0, "return_std": 0.0},
+                                                              "wall_s": 0.0})
+    monkeypatch.setattr(learning, "write_curves", lambda directory: None)
+    config = learning.CONFIG_DIR / "cartpole.yaml"
+    run_dir = tmp_path / "cartpole/steps512/seed1"
+    assert learning.run_one(config, 1, 512, 3, [], tmp_path, {})["config_sha"] == learning.config_sha(config)
+    assert learning.run_one(config, 1, 512, 3, [], tmp_path, {}) is None  # the same settings: skipped
+    result = json.loads((run_dir / "result.json").read_text())
+    (run_dir / "result.json").write_text(json.dumps({**result, "config_sha": "0123456789ab"}))
+    assert learning.run_one(config, 1, 512, 3, [], tmp_path, {}) is not None  # other settings: run again
+    assert json.loads((tmp_path / "cartpole/steps512/stale-0123456789ab-seed1/result.json").read_text())[
+        "config_sha"] == "0123456789ab"

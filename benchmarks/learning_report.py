@@ -1,0 +1,166 @@
+"""``docs/results.md`` and its figures from the ``result.json`` files ``benchmarks/learning.py`` wrote.
+
+Everything in the tables is read from those files; the published score of each env is read from its config's
+header line ``# Published (<source>): <mean> +- <std> at <budget> steps``, which cites where it comes from.
+Notes written by hand below the ``<!-- notes -->`` line of an existing report are kept as they are.
+
+    python benchmarks/learning_report.py [--out benchmarks/results/learning] [--report docs/results.md]
+"""
+
+import argparse
+import json
+import re
+import statistics
+import sys
+from collections import defaultdict
+from pathlib import Path
+from typing import Optional
+
+from harness import REPO
+
+CONFIG_DIR = REPO / "lit_ppo" / "configs"
+NOTES_MARKER = "<!-- notes -->"
+PUBLISHED = re.compile(r"^# Published \(([^)]*)\): (-?[\d.]+) \+- ([\d.]+) at (\S+) steps(.*)$", re.MULTILINE)
+
+
+def published(config_name: str) -> Optional[dict]:
+    """The published score cited in the config's header, or None where it cites none."""
+    path = CONFIG_DIR / config_name
+    match = PUBLISHED.search(path.read_text()) if path.is_file() else None
+    if not match:
+        return None
+    source, mean, std, budget, rest = match.groups()
+    # the line may go on with where it was measured, e.g. ", measured on LunarLander-v2 (...)"
+    on = re.search(r"measured[\s#]+on[\s#]+([\w-]+)", rest + " " + path.read_text()[match.end():match.end() + 200])
+    return {"source": source, "mean": float(mean), "std": float(std), "budget": budget,
+            "measured_on": on.group(1) if on else None}
+
+
+def load_results(out: Path) -> list[dict]:
+    """The results of each config's current settings (runs of earlier settings are set aside as ``stale-*``)."""
+    from learning import config_sha
+
+    results = [json.loads(p.read_text()) | {"_dir": p.parent} for p in sorted(out.glob("*/steps*/seed*/result.json"))]
+    current = {name: config_sha(CONFIG_DIR / name) for name in {r["config"] for r in results}
+               if (CONFIG_DIR / name).is_file()}
+    return [r for r in results if r.get("config_sha") == current.get(r["config"], r.get("config_sha"))]
+
+
+def mean_std(values: list[float]) -> str:
+    if len(values) == 1:
+        return f"{values[0]:.1f} (1 seed)"
+    return f"{statistics.fmean(values):.1f} ± {statistics.pstdev(values):.1f}"
+
+
+def verdict(mean: float, ref: Optional[dict], same_budget: bool) -> str:
+    """Issue 16's targets: at or above the published mean, or at least within one of its standard deviations."""
+    if ref is None:
+        return "no published score"
+    if not same_budget:
+        return "n/a: smaller budget"
+    if mean >= ref["mean"]:
+        return "≥ published mean"
+    return "≥ mean − 1 std" if mean >= ref["mean"] - ref["std"] else "**below mean − 1 std**"
+
+
+def plot_env(config: str, runs_by_budget: dict[int, list[dict]], figure: Path) -> bool:
+    """Training and evaluation returns of every seed, one colour per budget; False where matplotlib is missing."""
+    if str(REPO) not in sys.path:  # this checkout's lit_ppo, as the fits use (harness.child_env)
+        sys.path.insert(0, str(REPO))
+    try:
+        from lit_ppo.tools.plot import plot
+    except ImportError:
+        return False
+    groups = {f"{budget:,} steps": [r["_dir"] / "curves" for r in runs]
+              for budget, runs in sorted(runs_by_budget.items())}
+    try:
+        plot(groups, ["rollout/return_mean", "eval/return_mean"], figure, title=f"{config}: mean ± 1 std over seeds")
+    except ImportError:  # matplotlib (the plot extra) is imported when drawing
+        return False
+    return True
+
+
+def table(config: str, runs_by_budget: dict[int, list[dict]], figure_link: Optional[str]) -> list[str]:
+    ref = published(config)
+    any_run = next(iter(runs_by_budget.values()))[0]
+    lines = [f"## {any_run['env_id']} (`configs/{config}`)", ""]
+    lines += ["| budget (env steps) | seeds | final policy, mean ± std over seeds | best.ckpt, mean ± std over seeds "
+              "| published | vs published (final) | fit wall time per run |", "|---|---|---|---|---|---|---|"]
+    ref_text = "—" if ref is None else (f"{ref['mean']:.1f} ± {ref['std']:.1f} at {ref['budget']} ({ref['source']}"
+                                        + (f"; {ref['measured_on']}" if ref["measured_on"] else "") + ")")
+    for budget, runs in sorted(runs_by_budget.items()):
+        finals = [r["final"]["return_mean"] for r in runs]
+        bests = [r["best"]["return_mean"] for r in runs if r.get("best")]
+        budget_text = f"{budget:,}" + (f" (published {runs[0]['published_timesteps']:,})"
+                                       if runs[0]["budget_overridden"] else "")
+        walls = [r["fit_wall_s"] / 60 for r in runs]
+        lines.append(f"| {budget_text} | {', '.join(str(r['seed']) for r in runs)} | {mean_std(finals)} | "
+                     f"{mean_std(bests) if bests else '—'} | {ref_text} | "
+                     f"{verdict(statistics.fmean(finals), ref, not runs[0]['budget_overridden'])} | "
+                     f"{statistics.fmean(walls):.1f} min |")
+    lines.append("")
+    for budget, runs in sorted(runs_by_budget.items()):
+        for r in runs:
+            f, b = r["final"], r.get("best")
+            best_text = (f"; best.ckpt (from {b['env_steps']:,} steps) {b['return_mean']:.1f} ± {b['return_std']:.1f}"
+                         if b else "; no best.ckpt (no evaluation during the fit)")
+            extra = f"; fit args `{' '.join(r['fit_args'])}`" if r.get("fit_args") else ""
+            lines.append(f"- {budget:,} steps, seed {r['seed']}: final ({f['env_steps']:,} steps) "
+                         f"{f['return_mean']:.1f} ± {f['return_std']:.1f} over {f['episodes']} episodes{best_text}; "
+                         f"fit {r['fit_wall_s'] / 60:.1f} min in {r['fit_attempts']} process(es){extra}")
+    if figure_link:
+        lines += ["", f"![{config} learning curves]({figure_link})"]
+    return lines + [""]
+
+
+def write_report(out: Path, report: Path) -> Path:
+    results = load_results(out)
+    by_config: dict[str, dict[int, list[dict]]] = defaultdict(lambda: defaultdict(list))
+    for r in results:
+        by_config[r["config"]][r["total_timesteps"]].append(r)
+    notes = ""
+    if report.exists() and NOTES_MARKER in report.read_text():
+        notes = report.read_text().split(NOTES_MARKER, 1)[1]
+    cpus = sorted({f"{r['cpu']} ({r['cpus']} CPUs)" for r in results})
+    lines = [
+        "# Learning results",
+        "",
+        "Generated by `python benchmarks/learning.py` (`python benchmarks/learning_report.py` rebuilds it) from the",
+        f"`result.json` of each run under `{_shown(out)}`; do not edit the tables by hand. Each run is one",
+        "`python -m lit_ppo fit --config C --seed_everything S` in its own directory, then `validate` of its",
+        "`last.ckpt` (the final policy) and of its `best.ckpt` (kept by the in-fit deterministic evaluation) on",
+        "deterministic episodes seeded apart from training's (20 unless a line below says otherwise). \"mean ± std",
+        "over seeds\" is over the seeds' evaluation means; a published score is one run, ± the std over its",
+        "evaluation episodes. Wall time is the fit processes' (start-up and in-fit evaluations included), one",
+        "process at a time, `torch_threads: 1`, nice'd, on " + (", ".join(cpus) or "—") + ".",
+        "",
+    ]
+    if not results:
+        lines += ["No finished runs yet.", ""]
+    figures = report.parent / "results"
+    for config, runs_by_budget in sorted(by_config.items()):
+        figure = figures / f"{Path(config).stem}.png"
+        link = f"{figures.name}/{figure.name}" if plot_env(config, runs_by_budget, figure) else None
+        lines += table(config, runs_by_budget, link)
+    report.parent.mkdir(parents=True, exist_ok=True)
+    report.write_text("\n".join(lines) + "\n" + NOTES_MARKER + (notes or "\n"))
+    return report
+
+
+def _shown(path: Path) -> str:
+    try:
+        return str(path.resolve().relative_to(REPO))
+    except ValueError:
+        return str(path)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--out", type=Path, default=REPO / "benchmarks" / "results" / "learning")
+    parser.add_argument("--report", type=Path, default=REPO / "docs" / "results.md")
+    args = parser.parse_args()
+    print(write_report(args.out, args.report))
+
+
+if __name__ == "__main__":
+    main()
