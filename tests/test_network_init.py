@@ -21,7 +21,7 @@ def linears(net: ActorCritic) -> list[nn.Linear]:
 
 def test_log_std_init_sets_the_initial_std_and_entropy():
     net = ActorCritic(OBS, ACTION, [8], log_std_init=-2.0)
-    params, _ = net(torch.zeros(3, 4))
+    params, _, _ = net(torch.zeros(3, 4))
     mean, log_std = params.chunk(2, dim=-1)
     # exp(-2) = 0.1353352832...; a Gaussian's entropy per dimension is log_std + 0.5 * (1 + ln 2 pi)
     torch.testing.assert_close(log_std.exp(), torch.full((3, 2), 0.1353352832))
@@ -62,3 +62,21 @@ def test_ortho_init_false_leaves_a_users_network_alone():
 def test_bad_init_settings_are_named(kwargs, message):
     with pytest.raises(ConfigError, match=message.replace("(", r"\(").replace(")", r"\)")):
         ActorCritic(OBS, ACTION, **{"hidden_sizes": [8], **kwargs})
+
+
+def test_ortho_init_false_resets_the_recurrent_core_to_pytorch_s_init_too():
+    import torch
+    from torch import nn
+
+    from lit_ppo.networks import ActorCritic
+    from lit_ppo.spaces import action_spec, observation_spec, spec_to_dict
+    import gymnasium as gym
+    import numpy as np
+
+    env_spec = {"env_id": "x", "observation": spec_to_dict(observation_spec(gym.spaces.Box(-1, 1, (3,), np.float32))),
+                "action": spec_to_dict(action_spec(gym.spaces.Discrete(2)))}
+    torch.manual_seed(0)
+    net = ActorCritic.from_env_spec(env_spec, recurrent={"hidden_size": 16}, ortho_init=False)
+    bias = net.core.cell.bias_ih_l0
+    assert bias.abs().sum() > 0 and bias.abs().max() <= 1 / 16 ** 0.5  # nn.LSTM's U(-1/sqrt(h), 1/sqrt(h)), not 0
+    assert isinstance(net.core.cell, nn.LSTM)
