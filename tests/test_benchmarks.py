@@ -71,6 +71,8 @@ def test_recurrent_core_quick():
 def test_recurrent_quick(tmp_path):
     out = run("recurrent.py", "--steps", "512", "--seeds", "1", "--dir", str(tmp_path))
     assert "lit_ppo/sb3-contrib" in out and "evaluation" in out
+
+
 def test_learning_runs_evaluates_reports_and_skips_finished_runs(tmp_path):
     pytest.importorskip("matplotlib")
     args = ["--configs", "cartpole.yaml", "--seeds", "1", "--timesteps", "2048", "--eval-episodes", "3",
