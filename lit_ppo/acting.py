@@ -43,10 +43,8 @@ class DeviceActor:
         action_mask: Optional[Tensor] = None, state: Optional[Tensor] = None, starts: Optional[Tensor] = None,
     ) -> tuple[Tensor, Tensor, Tensor, Optional[Tensor]]:
         params, value, state = self.policy(*self._to_device(obs, state, starts))
-        params, value = params.cpu(), value.cpu()
-        if action_mask is not None:
-            params = self.policy.head.masked(params, action_mask)
-        return (*self.policy.head.choose(params, generator, deterministic), value,
+        params, value = params.cpu(), value.cpu()  # sampling on the CPU, with the rollout's generator
+        return (*self.policy.choose(params, generator, deterministic, action_mask), value,
                 None if state is None else state.cpu())
 
     def value(self, obs: Tensor, state: Optional[Tensor] = None, starts: Optional[Tensor] = None) -> Tensor:
@@ -145,7 +143,7 @@ def cpu_copy(policy: ActorCritic, cached: Optional[ActorCritic]) -> ActorCritic:
 def time_acting(policy, obs: Tensor, repeats: int = 30) -> float:
     """Median seconds of one acting forward pass (inputs on the CPU, outputs back on the CPU)."""
     generator = torch.Generator().manual_seed(0)
-    state = torch.zeros((obs.shape[0], policy.state_size)) if policy.state_size else None
+    state = policy.initial_state(obs.shape[0])
     times = []
     for _ in range(repeats + 3):
         start = time.perf_counter()

@@ -213,9 +213,14 @@ class ActorCritic(nn.Module):
         feed-forward) for a batch of observations; deterministic: the mode (the Gaussian's mean); ``action_mask``:
         only valid actions (see :class:`lit_ppo.distributions.DistributionHead`)."""
         params, value, state = self(obs, state, starts)
+        return (*self.choose(params, generator, deterministic, action_mask), value, state)
+
+    def choose(self, params: Tensor, generator: Optional[torch.Generator] = None, deterministic: bool = False,
+               action_mask: Optional[Tensor] = None) -> tuple[Tensor, Tensor]:
+        """Action and log-probability from distribution parameters, among the valid actions of ``action_mask``."""
         if action_mask is not None:
             params = self.head.masked(params, action_mask.to(params.device))
-        return (*self.head.choose(params, generator, deterministic), value, state)
+        return self.head.choose(params, generator, deterministic)
 
     def evaluate(self, obs: Tensor, actions: Tensor, action_mask: Optional[Tensor] = None,
                  state: Optional[Tensor] = None, starts: Optional[Tensor] = None) -> tuple[Tensor, Tensor, Tensor]:
