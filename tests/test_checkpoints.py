@@ -294,7 +294,7 @@ def test_a_save_that_fails_mid_write_leaves_the_previous_last_ckpt(tmp_path, mon
 def test_a_users_config_yaml_in_the_working_directory_is_never_overwritten(cli_in_process, tmp_path, trained):
     """Without a logger Lightning saves the run's config to the working directory: not over the user's own file."""
     mine = tmp_path / "config.yaml"
-    mine.write_text("# my CartPole settings, comments and all\ndata:\n  total_timesteps: 512\n")
+    mine.write_text("# my CartPole settings, comments and all\ndata:\n  num_steps: 128\n  total_timesteps: 512\n")
     before = mine.read_text()
     kept = "config.yaml was not written by Lightning: it is kept as it is"
     with pytest.warns(UserWarning, match=kept):
