@@ -102,6 +102,28 @@ def settings_from_checkpoint(saved: dict[str, Any], requested: dict[str, Any], d
             and _plain(saved[key]) != _plain(requested[key])]
 
 
+# Data settings that add state to the policy (the running statistics): a checkpoint loads only with its own.
+POLICY_DATA_KEYS = ("normalize_obs", "normalize_reward")
+
+
+def data_settings_from_checkpoint(saved_spec: dict[str, Any], requested: dict[str, Any], defaults: dict[str, Any],
+                                  path: str) -> dict[str, Any]:
+    """The data settings that a checkpoint file ``path`` decides: where the run left one of
+    :data:`POLICY_DATA_KEYS` at its default and the checkpoint was trained otherwise, the checkpoint's value (so
+    ``validate``/``predict --ckpt_path X`` without the training config load the policy's statistics); one asked for
+    explicitly that differs is refused, naming the setting."""
+    taken = {}
+    for key in POLICY_DATA_KEYS:
+        if key not in saved_spec or bool(saved_spec[key]) == bool(requested.get(key)):
+            continue
+        if requested.get(key) != defaults.get(key):
+            raise CheckpointError(f"ckpt_path: {path} was trained with data.{key}: {bool(saved_spec[key])}, this run "
+                                  f"asks for {requested.get(key)}; the policy's running statistics come with that "
+                                  f"setting. Drop --data.{key} (or set it to {bool(saved_spec[key])}).")
+        taken[key] = bool(saved_spec[key])
+    return taken
+
+
 def check_compatible(saved: dict[str, Any], current: dict[str, Any], path: str = "the checkpoint") -> None:
     """Compare a checkpoint's model hyperparameters with this run's and name every mismatch of shape."""
     problems = []

@@ -18,7 +18,8 @@ from lightning.pytorch.utilities import rank_zero_only, rank_zero_warn
 
 from lit_ppo.callbacks import default_callbacks
 from lit_ppo.data import PPODataModule
-from lit_ppo.checkpointing import check_checkpoint_file, check_fresh_checkpoint_dirs, settings_from_checkpoint
+from lit_ppo.checkpointing import (POLICY_DATA_KEYS, check_checkpoint_file, check_fresh_checkpoint_dirs,
+                                   data_settings_from_checkpoint, settings_from_checkpoint)
 from lit_ppo.errors import ConfigError, EnvStepError, NonFiniteError
 from lit_ppo.module import PPOModule
 
@@ -86,8 +87,16 @@ class PPOCLI(LightningCLI):
             requested = dict(vars(requested)) if not isinstance(requested, dict) else requested
             defaults = {k: p.default for k, p in inspect.signature(PPOModule.__init__).parameters.items()}
             replaced = settings_from_checkpoint(checkpoint["hyper_parameters"], requested, defaults, ckpt_path)
+            data = self.config[subcommand]["data"]
+            data_defaults = {k: p.default for k, p in inspect.signature(PPODataModule.__init__).parameters.items()}
+            taken = data_settings_from_checkpoint(checkpoint["hyper_parameters"].get("env_spec") or {},
+                                                  {key: data[key] for key in POLICY_DATA_KEYS}, data_defaults,
+                                                  ckpt_path)
+            for key, value in taken.items():
+                replaced.append(f"data.{key}: {value!r} (not {data[key]!r})")
+                data[key] = value
             if replaced and rank_zero_only.rank == 0:
-                print(f"lit_ppo: model settings from {ckpt_path} (a checkpoint file's hyperparameters replace the "
+                print(f"lit_ppo: settings from {ckpt_path} (a checkpoint file's hyperparameters replace the "
                       f"config's; `--ckpt_path last` keeps the config's): {'; '.join(replaced)}", file=sys.stderr)
 
     def _check_placement(self) -> None:

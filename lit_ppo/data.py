@@ -40,7 +40,9 @@ class PPODataModule(L.LightningDataModule):
         wrappers: gymnasium wrappers applied in order to every environment: class paths, or
             ``{class_path: gymnasium.wrappers.FrameStackObservation, init_args: {stack_size: 4}}``.
         normalize_obs: normalize vector observations by running mean and std (clip +-10); the statistics are
-            the policy's (saved in checkpoints, used unchanged at evaluation).
+            the policy's (saved in checkpoints, used unchanged at evaluation). Images and discrete observations
+            pass through unchanged. On by default, as ``normalize_reward`` (see ``docs/results.md``, "Package
+            defaults": on untuned envs they helped more than they cost).
         normalize_reward: divide rewards by the running std of the discounted return (clip +-10); statistics
             as for ``normalize_obs``.
         num_envs: environments per process (rank).
@@ -68,15 +70,15 @@ class PPODataModule(L.LightningDataModule):
         env_id: str = "CartPole-v1",
         env_kwargs: Optional[dict[str, Any]] = None,
         wrappers: Optional[list[Union[str, dict[str, Any]]]] = None,
-        normalize_obs: bool = False,
-        normalize_reward: bool = False,
+        normalize_obs: bool = True,
+        normalize_reward: bool = True,
         num_envs: int = 4,
-        num_steps: int = 128,
+        num_steps: int = 512,
         total_timesteps: int = 500_000,
         gamma: float = 0.99,
         gae_lambda: float = 0.95,
-        update_epochs: int = 4,
-        minibatch_size: int = 128,
+        update_epochs: int = 10,
+        minibatch_size: int = 64,
         vectorization: Union[str, dict[str, Any]] = "sync",
         eval_episodes: int = 20,
         action_masks: Optional[str] = None,

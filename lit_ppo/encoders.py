@@ -149,17 +149,14 @@ class ObservationEncoder(nn.Module):
 
 class NormalizedObservation(nn.Module):
     """The observation as the rollout stores it (what a user's network receives); a flat vector ``Box`` is
-    normalized by running statistics when ``normalize`` is on."""
+    normalized by running statistics when ``normalize`` is on. Any other observation (images, discrete, dicts)
+    passes through unchanged, as the built-in encoder leaves its non-vector parts: ``data.normalize_obs`` is on by
+    default, and a user's image network must not fail for it."""
 
     def __init__(self, spec: ObservationSpec, normalize: bool = False) -> None:
         super().__init__()
         vector = isinstance(spec, BoxSpec) and not spec.image
-        if normalize and not vector:
-            raise ConfigError(
-                "data.normalize_obs: with model.network, lit_ppo normalizes only vector Box observations; this "
-                f"observation is {spec}. Turn normalize_obs off and normalize inside your network."
-            )
-        self.obs_rms = RunningMeanStd((spec.width,)) if normalize else None
+        self.obs_rms = RunningMeanStd((spec.width,)) if normalize and vector else None
 
     def vector_part(self, obs: Tensor) -> Optional[Tensor]:
         return obs.flatten(1).float() if self.obs_rms is not None else None

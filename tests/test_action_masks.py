@@ -49,9 +49,9 @@ def test_masked_multi_discrete_and_multi_binary_by_hand():
 def _fit(action_masks, steps=8 * 128 * 12, seed=1):
     torch.set_num_threads(1)
     L.seed_everything(seed)
-    dm = PPODataModule(ENV, num_envs=8, num_steps=128, total_timesteps=steps, minibatch_size=256,
+    dm = PPODataModule(ENV, num_envs=8, num_steps=128, total_timesteps=steps, minibatch_size=256, update_epochs=4,
                        action_masks=action_masks, eval_episodes=8)
-    model = PPOModule(env_spec=dm.env_spec, lr=1e-3)
+    model = PPOModule(env_spec=dm.env_spec, lr=1e-3, anneal_lr=True, ent_coef=0.01)
     trainer = L.Trainer(max_epochs=-1, logger=False, enable_checkpointing=False, enable_progress_bar=False,
                         enable_model_summary=False, num_sanity_val_steps=0)
     before = masked_envs.INVALID_TAKEN[0]

@@ -66,7 +66,7 @@ class Metrics(L.pytorch.loggers.Logger):
 
 def test_ppo_module_trains_from_a_data_module_of_its_own(tmp_path):
     env_spec = describe_spaces("CartPole-v1")  # the spaces only: 4-dim Box observations, Discrete(2) actions
-    model = PPOModule(env_spec=env_spec, hidden_sizes=[8], lr=0.01)
+    model = PPOModule(env_spec=env_spec, hidden_sizes=[8], lr=0.01, anneal_lr=True)
     before = [p.detach().clone() for p in model.parameters()]
     logger = Metrics()
     trainer = L.Trainer(max_epochs=-1, logger=logger, enable_checkpointing=False, enable_progress_bar=False,

@@ -167,8 +167,28 @@ def test_settings_a_checkpoint_file_replaces_are_said_once(cli_in_process, tmp_p
     proc = cli_in_process("validate", *BASE, "--model.lr", "0.0005", "--data.eval_episodes", "2", "--ckpt_path",
                           ckpt, "--trainer.logger", "false", cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
-    [said] = [line for line in proc.stderr.splitlines() if line.startswith("lit_ppo: model settings from")]
+    [said] = [line for line in proc.stderr.splitlines() if line.startswith("lit_ppo: settings from")]
     assert "model.lr: 0.001 (not 0.0005)" in said and "hidden_sizes" not in said
+
+
+def test_a_checkpoint_file_brings_its_normalization_settings_and_refuses_others(cli_in_process, tmp_path, trained):
+    """cartpole.yaml trains without normalization (the package default is on): validating its checkpoint without
+    the config takes the checkpoint's settings (its policy has no statistics to load); asking for another is an
+    error naming the setting."""
+    ckpt, digest = trained
+    proc = cli_in_process("validate", "--ckpt_path", ckpt, "--data.eval_episodes", "2", "--trainer.logger", "false",
+                          "--trainer.enable_progress_bar", "false", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    [said] = [line for line in proc.stderr.splitlines() if line.startswith("lit_ppo: settings from")]
+    assert "data.normalize_obs: False (not True)" in said and "data.normalize_reward: False (not True)" in said
+    (tmp_path / "normalized").mkdir()
+    fit = cli_in_process("fit", "--data.num_steps", "16", "--data.total_timesteps", "64", "--trainer.logger", "false",
+                         "--trainer.enable_progress_bar", "false", cwd=tmp_path / "normalized")
+    assert fit.returncode == 0, fit.stderr
+    normalized = tmp_path / "normalized/checkpoints/last.ckpt"
+    proc = cli_in_process("validate", "--ckpt_path", normalized, "--data.normalize_obs", "false", cwd=tmp_path)
+    _fails_cleanly(proc, "was trained with data.normalize_obs: True", "Drop --data.normalize_obs")
+    assert sha(ckpt) == digest
 
 
 def test_a_new_run_refuses_a_checkpoint_directory_holding_an_earlier_runs(cli_in_process, trained):
@@ -294,7 +314,7 @@ def test_a_save_that_fails_mid_write_leaves_the_previous_last_ckpt(tmp_path, mon
 def test_a_users_config_yaml_in_the_working_directory_is_never_overwritten(cli_in_process, tmp_path, trained):
     """Without a logger Lightning saves the run's config to the working directory: not over the user's own file."""
     mine = tmp_path / "config.yaml"
-    mine.write_text("# my CartPole settings, comments and all\ndata:\n  total_timesteps: 512\n")
+    mine.write_text("# my CartPole settings, comments and all\ndata:\n  num_steps: 128\n  total_timesteps: 512\n")
     before = mine.read_text()
     kept = "config.yaml was not written by Lightning: it is kept as it is"
     with pytest.warns(UserWarning, match=kept):

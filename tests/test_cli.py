@@ -78,17 +78,19 @@ def test_help_and_a_misspelt_subcommand_list_every_subcommand(cli_in_process, tm
 
 
 def test_a_fit_without_a_config_evaluates_every_50_iterations_and_keeps_last_ckpt(cli_in_process, tmp_path):
-    proc = cli_in_process("fit", "--data.total_timesteps", str(60 * 512), "--data.eval_episodes", "4",
+    # no config; small, cheap rollouts (4 envs x 128 steps, one update each): the cadence counts iterations
+    small = ["--data.num_steps", "128", "--data.update_epochs", "1", "--data.minibatch_size", "512"]
+    proc = cli_in_process("fit", *small, "--data.total_timesteps", str(60 * 512), "--data.eval_episodes", "4",
                           "--trainer.enable_progress_bar", "false", "--trainer.logger",
                           "lightning.pytorch.loggers.CSVLogger", "--trainer.logger.save_dir", "logs", cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     [metrics_file] = list(tmp_path.glob("logs/*/version_*/metrics.csv"))
     rows = list(csv.DictReader(metrics_file.open()))
-    # the package defaults: 4 envs x 128 steps a rollout; one evaluation, after rollout 50 (not after each)
+    # one evaluation, after rollout 50 (not after each)
     assert [int(r["step"]) for r in rows if r.get("eval/return_mean")] == [50 * 512]
     state = torch.load(tmp_path / "checkpoints/last.ckpt", weights_only=False)
     assert state["lit_ppo_env_steps"] == 60 * 512  # written at the end, where `--ckpt_path last` finds it
-    proc = cli_in_process("fit", "--data.total_timesteps", str(70 * 512), "--ckpt_path", "last",
+    proc = cli_in_process("fit", *small, "--data.total_timesteps", str(70 * 512), "--ckpt_path", "last",
                           "--trainer.enable_progress_bar", "false", "--trainer.logger", "false", cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     assert torch.load(tmp_path / "checkpoints/last.ckpt", weights_only=False)["lit_ppo_env_steps"] == 70 * 512

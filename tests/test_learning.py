@@ -11,7 +11,7 @@ def test_cartpole_learns_within_a_small_budget(tmp_path):
     L.seed_everything(1)
     dm = PPODataModule("CartPole-v1", num_envs=8, num_steps=32, total_timesteps=25_600, gamma=0.98,
                        gae_lambda=0.8, update_epochs=20, minibatch_size=256, eval_episodes=20)
-    model = PPOModule(env_spec=dm.env_spec, lr=1e-3, anneal_clip=True, ent_coef=0.0)
+    model = PPOModule(env_spec=dm.env_spec, lr=1e-3, anneal_lr=True, anneal_clip=True, ent_coef=0.0)
     trainer = L.Trainer(max_epochs=-1, logger=False, enable_checkpointing=False,
                         enable_progress_bar=False, enable_model_summary=False, default_root_dir=tmp_path)
     trainer.fit(model, dm)
@@ -29,7 +29,7 @@ def test_cartpole_learns_on_a_next_step_autoreset_vector_env(tmp_path):
     dm = PPODataModule("CartPole-v1", num_envs=8, num_steps=32, total_timesteps=25_600, gamma=0.98,
                        gae_lambda=0.8, update_epochs=20, minibatch_size=256, eval_episodes=20,
                        vectorization="native")
-    model = PPOModule(env_spec=dm.env_spec, lr=1e-3, anneal_clip=True, ent_coef=0.0)
+    model = PPOModule(env_spec=dm.env_spec, lr=1e-3, anneal_lr=True, anneal_clip=True, ent_coef=0.0)
     trainer = L.Trainer(max_epochs=-1, logger=False, enable_checkpointing=False,
                         enable_progress_bar=False, enable_model_summary=False, default_root_dir=tmp_path)
     trainer.fit(model, dm)

@@ -144,7 +144,7 @@ def _fit_memory(recurrent, seed=1):
     L.seed_everything(seed)
     dm = PPODataModule(MEMORY, num_envs=8, num_steps=16, minibatch_size=64, update_epochs=4, total_timesteps=20_000,
                        seed=seed, eval_episodes=100)
-    model = PPOModule(env_spec=dm.env_spec, recurrent=recurrent, lr=1e-3, ent_coef=0.01)
+    model = PPOModule(env_spec=dm.env_spec, recurrent=recurrent, lr=1e-3, anneal_lr=True, ent_coef=0.01)
     trainer = L.Trainer(max_epochs=-1, logger=False, enable_checkpointing=False, enable_progress_bar=False,
                         enable_model_summary=False, num_sanity_val_steps=0, check_val_every_n_epoch=10**6)
     trainer.fit(model, dm)

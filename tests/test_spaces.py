@@ -496,7 +496,7 @@ def test_pendulum_learns_within_a_small_budget(tmp_path):
     dm = PPODataModule("Pendulum-v1", normalize_obs=True, normalize_reward=True, num_envs=16, num_steps=128,
                        total_timesteps=61_440, gamma=0.9, gae_lambda=0.95, update_epochs=10, minibatch_size=256,
                        eval_episodes=10)
-    model = PPOModule(env_spec=dm.env_spec, lr=1e-3, ent_coef=0.0)
+    model = PPOModule(env_spec=dm.env_spec, lr=1e-3, anneal_lr=True, ent_coef=0.0)
     trainer = _trainer(tmp_path)
     [before] = trainer.validate(model, dm, verbose=False)
     trainer.fit(model, dm)

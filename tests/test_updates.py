@@ -37,7 +37,7 @@ def _fit(tmp_path, model_kwargs=None, **trainer_kwargs):
     torch.manual_seed(0)
     dm = PPODataModule("CartPole-v1", num_envs=4, num_steps=16, total_timesteps=64 * ITERATIONS,
                        update_epochs=EPOCHS, minibatch_size=64 // MINIBATCHES, seed=0)
-    model = Recording(env_spec=dm.env_spec, hidden_sizes=[16], lr=0.01, **(model_kwargs or {}))
+    model = Recording(env_spec=dm.env_spec, hidden_sizes=[16], lr=0.01, anneal_lr=True, **(model_kwargs or {}))
     trainer = L.Trainer(max_epochs=-1, logger=False, enable_checkpointing=False, enable_progress_bar=False,
                         enable_model_summary=False, default_root_dir=tmp_path, **trainer_kwargs)
     trainer.fit(model, dm)
