@@ -6,9 +6,11 @@ deterministic episodes of fresh environments; results are appended to ``--out`` 
 
     python benchmarks/defaults.py --envs LunarLander-v3:1000000 Acrobot-v1:500000 --seeds 1 [--arms ...]
 
-Arms: ``lit_defaults`` (the package as it is), ``lit_sb3like`` (SB3's defaults on lit_ppo with 4 envs: 4 x 512
-steps, minibatches of 64, 10 epochs, lr 3e-4 constant, no entropy bonus), ``sb3`` (SB3's ``PPO("MlpPolicy")``
-with its defaults on one env, as SB3's docs run it). Needs the bench extra (and box2d for LunarLander).
+Arms: ``lit_defaults`` (the package as it is), ``lit_cleanrl`` (the package defaults before 82ebf41: CleanRL's
+CartPole settings), ``lit_sb3like`` (SB3's defaults on lit_ppo with 4 envs: 4 x 512 steps, minibatches of 64, 10
+epochs, lr 3e-4 constant, no entropy bonus, no normalization), ``lit_sb3`` (the same with SB3's value-loss weight,
+``vf_coef`` 1.0), ``sb3`` (SB3's ``PPO("MlpPolicy")`` with its defaults on one env, as SB3's docs run it). Needs the
+bench extra (and box2d for LunarLander). The study behind today's defaults: ``docs/results.md``, "Package defaults".
 """
 
 import argparse
@@ -21,11 +23,18 @@ from pathlib import Path
 
 from harness import child_env
 
+# SB3's PPO defaults on lit_ppo (4 envs x 512 steps = SB3's 2,048-step rollout)
+SB3_LIKE = ["--data.num_envs", "4", "--data.num_steps", "512", "--data.minibatch_size", "64", "--data.update_epochs",
+            "10", "--model.lr", "3e-4", "--model.anneal_lr", "false", "--model.ent_coef", "0.0",
+            "--data.normalize_obs", "false", "--data.normalize_reward", "false"]
 ARMS = {
-    "lit_defaults": [],
-    "lit_sb3like": ["--data.num_envs", "4", "--data.num_steps", "512", "--data.minibatch_size", "64",
-                    "--data.update_epochs", "10", "--model.lr", "3e-4", "--model.anneal_lr", "false",
-                    "--model.ent_coef", "0.0"],
+    "lit_defaults": [],  # the package as it is: since 82ebf41, SB3_LIKE with observation and reward normalization
+    # the defaults before 82ebf41: CleanRL's CartPole settings
+    "lit_cleanrl": ["--data.num_envs", "4", "--data.num_steps", "128", "--data.minibatch_size", "128",
+                    "--data.update_epochs", "4", "--model.lr", "2.5e-4", "--model.anneal_lr", "true",
+                    "--model.ent_coef", "0.01", "--data.normalize_obs", "false", "--data.normalize_reward", "false"],
+    "lit_sb3like": SB3_LIKE,
+    "lit_sb3": SB3_LIKE + ["--model.vf_coef", "1.0"],  # and SB3's value weight (its 0.5 on the plain MSE)
     "sb3": None,
 }
 EVAL_EPISODES = 20
