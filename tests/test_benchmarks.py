@@ -143,3 +143,16 @@ def test_learning_sets_aside_a_run_of_other_settings_and_runs_again(tmp_path, mo
     assert learning.run_one(config, 1, 512, 3, [], tmp_path, {}) is not None  # other settings: run again
     assert json.loads((tmp_path / "cartpole/steps512/stale-0123456789ab-seed1/result.json").read_text())[
         "config_sha"] == "0123456789ab"
+
+
+def test_defaults_study_runs_records_and_skips_finished_runs(tmp_path):
+    out_file = tmp_path / "results.jsonl"
+    args = ["--envs", "CartPole-v1:2048", "--arms", "lit_defaults", "lit_cleanrl", "--seeds", "1", "--out",
+            str(out_file)]
+    out = run("defaults.py", *args)
+    rows = [json.loads(line) for line in out_file.read_text().splitlines()]
+    assert [(r["arm"], r["env"], r["steps"], r["seed"]) for r in rows] == [
+        ("lit_defaults", "CartPole-v1", 2048, 1), ("lit_cleanrl", "CartPole-v1", 2048, 1)]
+    assert all(8 <= r["eval"] <= 500 for r in rows) and "lit_defaults" in out.splitlines()[-2]
+    run("defaults.py", *args)  # finished runs are skipped, not appended again
+    assert len(out_file.read_text().splitlines()) == 2
