@@ -97,7 +97,11 @@ def summary(by_config: dict[str, dict[int, list[dict]]]) -> list[str]:
         ref = published(config)
         ref_text = "—" if ref is None else f"{ref['mean']:.1f} at {ref['budget']}"
         if config not in by_config:
-            lines.append(f"| `{config}` | | | | not run here (see the notes) | {ref_text} | |")
+            from learning import read_config
+
+            settings = read_config(CONFIG_DIR / config)["data"]
+            lines.append(f"| `{config}` | {settings['env_id']} | {settings['total_timesteps']:,} | 0 | not run here "
+                         f"(see the notes) | {ref_text} | |")
             continue
         for budget, runs in sorted(by_config[config].items()):
             finals = [r["final"]["return_mean"] for r in runs]

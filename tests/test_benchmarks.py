@@ -171,7 +171,7 @@ def test_learning_report_judges_only_runs_at_the_published_budget_and_counts_the
     text = "\n".join(learning_report.summary(by_config))
     assert "| `acrobot.yaml` | Acrobot-v1 | 1,000,000 | 3 | -80.0 ± 8.2 | -73.5 at 1M | ≥ mean − 1 std |" in text
     assert "| `cartpole.yaml` | CartPole-v1 | 50,000 | 1 | 100.0 (1 seed) | 500.0 at 100k | n/a: smaller budget |" in text
-    assert "| `walker2d.yaml` | | | | not run here" in text  # a shipped config without runs is listed
+    assert "| `walker2d.yaml` | Walker2d-v5 | 1,000,000 | 0 | not run here" in text  # listed without runs too
     assert "Of the 2 rows with a published score at the same budget, **1** are at or above the published mean " \
            "and **2** at or above the mean minus one std." in text
 
