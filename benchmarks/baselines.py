@@ -43,6 +43,15 @@ class Solve:
             self.steps, self.seconds = steps, seconds
 
 
+def without_sb3_log_dir(model):
+    """``model`` logging nowhere: with ``verbose=0`` and no ``tensorboard_log``, SB3 would still create an empty
+    ``/tmp/SB3-<date>`` directory at every ``learn``."""
+    from stable_baselines3.common.logger import Logger
+
+    model.set_logger(Logger(folder=None, output_formats=[]))
+    return model
+
+
 def sb3_ppo(ppo_class, hp: dict, seed: int):
     """SB3's ``PPO`` (or a subclass) on CartPole-v1 with the hyperparameters ``hp`` (compare.SETTINGS' keys): the one
     translation every benchmark uses. SB3's value loss has no factor 0.5, so it gets half of ``vf_coef``."""
@@ -52,13 +61,13 @@ def sb3_ppo(ppo_class, hp: dict, seed: int):
         return (lambda remaining: remaining * value) if anneal else value
 
     env = make_vec_env("CartPole-v1", n_envs=hp["num_envs"], seed=seed)
-    return ppo_class(
+    return without_sb3_log_dir(ppo_class(
         "MlpPolicy", env, n_steps=hp["num_steps"], batch_size=hp["num_envs"] * hp["num_steps"] // hp["num_minibatches"],
         n_epochs=hp["update_epochs"], gamma=hp["gamma"], gae_lambda=hp["gae_lambda"],
         learning_rate=schedule(hp["lr"], hp["anneal_lr"]), clip_range=schedule(hp["clip_coef"], hp["anneal_clip"]),
         ent_coef=hp["ent_coef"], vf_coef=hp["vf_coef"] / 2, max_grad_norm=hp["max_grad_norm"], seed=seed,
         device="cpu", verbose=0,
-    )
+    ))
 
 
 def sb3_worker(hp: dict, seed: int, target: float) -> dict:

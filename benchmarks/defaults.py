@@ -60,7 +60,9 @@ def sb3_worker(env_id: str, steps: int, seed: int) -> float:
     from stable_baselines3 import PPO
 
     torch.set_num_threads(1)
-    model = PPO("MlpPolicy", env_id, seed=seed, device="cpu", verbose=0)
+    from baselines import without_sb3_log_dir
+
+    model = without_sb3_log_dir(PPO("MlpPolicy", env_id, seed=seed, device="cpu", verbose=0))
     model.learn(total_timesteps=steps)
     envs = gym.vector.SyncVectorEnv([lambda: gym.make(env_id)] * EVAL_EPISODES)
     obs, _ = envs.reset(seed=seed + 1_000_003)

@@ -35,6 +35,7 @@ def sb3_contrib_worker(steps: int, seed: int) -> dict:
     import gymnasium as gym
     import numpy as np
     import torch
+    from baselines import without_sb3_log_dir
     from sb3_contrib import RecurrentPPO
     from stable_baselines3.common.env_util import make_vec_env
 
@@ -51,6 +52,7 @@ def sb3_contrib_worker(steps: int, seed: int) -> dict:
         policy_kwargs=dict(lstm_hidden_size=HP["lstm_hidden_size"], n_lstm_layers=1, shared_lstm=True,
                            enable_critic_lstm=False, net_arch=dict(pi=[64, 64], vf=[64, 64])),
     )
+    without_sb3_log_dir(model)
     start = time.perf_counter()
     model.learn(total_timesteps=steps)
     train_s = time.perf_counter() - start

@@ -7,7 +7,7 @@ import re
 import sys
 import warnings
 from pathlib import Path
-from typing import Optional
+from typing import Any, Optional
 
 import torch
 from lightning.pytorch.accelerators import CPUAccelerator, CUDAAccelerator
@@ -38,6 +38,11 @@ TOOL_COMMANDS: dict[str, str] = {
 # after every rollout: a no-config CartPole fit was ~5x slower for it).
 CLI_DEFAULTS: dict = {"seed_everything_default": 1, "trainer_defaults": {
     "max_epochs": -1, "num_sanity_val_steps": 0, "check_val_every_n_epoch": 50}}
+
+
+def signature_defaults(cls: type) -> dict[str, Any]:
+    """``cls.__init__``'s parameter defaults by name: what a setting left unset is."""
+    return {name: param.default for name, param in inspect.signature(cls.__init__).parameters.items()}
 
 
 class PPOCLI(LightningCLI):
@@ -85,13 +90,12 @@ class PPOCLI(LightningCLI):
             # explicitly is refused if it differs (as with `--ckpt_path last`), the rest is said once.
             requested = self.config[subcommand]["model"]
             requested = dict(vars(requested)) if not isinstance(requested, dict) else requested
-            defaults = {k: p.default for k, p in inspect.signature(PPOModule.__init__).parameters.items()}
-            replaced = settings_from_checkpoint(checkpoint["hyper_parameters"], requested, defaults, ckpt_path)
+            replaced = settings_from_checkpoint(checkpoint["hyper_parameters"], requested,
+                                                signature_defaults(PPOModule), ckpt_path)
             data = self.config[subcommand]["data"]
-            data_defaults = {k: p.default for k, p in inspect.signature(PPODataModule.__init__).parameters.items()}
             taken = data_settings_from_checkpoint(checkpoint["hyper_parameters"].get("env_spec") or {},
-                                                  {key: data[key] for key in POLICY_DATA_KEYS}, data_defaults,
-                                                  ckpt_path)
+                                                  {key: data[key] for key in POLICY_DATA_KEYS},
+                                                  signature_defaults(PPODataModule), ckpt_path)
             for key, value in taken.items():
                 replaced.append(f"data.{key}: {value!r} (not {data[key]!r})")
                 data[key] = value

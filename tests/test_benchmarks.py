@@ -3,9 +3,11 @@ timing: the figures are for people (see the README's Performance section), not f
 
 import importlib.util
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Optional
 
 import pytest
 
@@ -13,17 +15,19 @@ BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
 HAVE_SB3 = importlib.util.find_spec("stable_baselines3") is not None
 
 
-def run(script: str, *args: str) -> str:
+def run(script: str, *args: str, env: Optional[dict] = None) -> str:
     proc = subprocess.run([sys.executable, str(BENCHMARKS / script), *args], capture_output=True, text=True,
-                          timeout=600)
+                          timeout=600, env={**os.environ, **(env or {})})
     assert proc.returncode == 0, f"{script} exit {proc.returncode}\n{proc.stdout[-3000:]}\n{proc.stderr[-5000:]}"
     return proc.stdout
 
 
 @pytest.mark.parametrize("arms", [["lit_ppo", "cleanrl"], pytest.param(["sb3"], marks=pytest.mark.skipif(
     not HAVE_SB3, reason="stable_baselines3 not installed (the bench extra)"))])
-def test_compare_quick(arms):
-    out = run("compare.py", "--quick", "--arms", *arms)
+def test_compare_quick(arms, tmp_path):
+    # SB3 creates an empty log directory in the temp dir at every learn() unless given a logger: none is left
+    out = run("compare.py", "--quick", "--arms", *arms, env={"TMPDIR": str(tmp_path)})
+    assert not list(tmp_path.glob("SB3-*"))
     for setting in ("zoo:", "cleanrl:"):
         assert setting in out
     if "lit_ppo" in arms:
@@ -143,6 +147,33 @@ def test_learning_sets_aside_a_run_of_other_settings_and_runs_again(tmp_path, mo
     assert learning.run_one(config, 1, 512, 3, [], tmp_path, {}) is not None  # other settings: run again
     assert json.loads((tmp_path / "cartpole/steps512/stale-0123456789ab-seed1/result.json").read_text())[
         "config_sha"] == "0123456789ab"
+
+
+def test_learning_report_judges_only_runs_at_the_published_budget_and_counts_the_targets(tmp_path, monkeypatch):
+    monkeypatch.syspath_prepend(str(BENCHMARKS))
+    import learning_report
+
+    assert [learning_report.steps(b) for b in ("100k", "1M", "5M", "2,048")] == [100_000, 1_000_000, 5_000_000, 2048]
+    acrobot = learning_report.published("acrobot.yaml")  # -73.506 +- 18.201 at 1M steps
+    assert learning_report.verdict(-73.5, acrobot, 1_000_000) == "≥ published mean"
+    assert learning_report.verdict(-91.0, acrobot, 1_000_000) == "≥ mean − 1 std"
+    assert learning_report.verdict(-92.0, acrobot, 1_000_000) == "**below mean − 1 std**"
+    assert learning_report.verdict(-50.0, acrobot, 500_000) == "n/a: smaller budget"
+    assert learning_report.verdict(-50.0, acrobot, 2_000_000) == "n/a: larger budget"
+
+    def run(config, env_id, budget, finals):
+        return [{"config": config, "env_id": env_id, "total_timesteps": budget, "budget_overridden": False,
+                 "final": {"return_mean": f}} for f in finals]
+
+    by_config = {"acrobot.yaml": {1_000_000: run("acrobot.yaml", "Acrobot-v1", 1_000_000, [-70.0, -80.0, -90.0])},
+                 "cartpole.yaml": {100_000: run("cartpole.yaml", "CartPole-v1", 100_000, [500.0] * 3),
+                                   50_000: run("cartpole.yaml", "CartPole-v1", 50_000, [100.0])}}
+    text = "\n".join(learning_report.summary(by_config))
+    assert "| `acrobot.yaml` | Acrobot-v1 | 1,000,000 | 3 | -80.0 ± 8.2 | -73.5 at 1M | ≥ mean − 1 std |" in text
+    assert "| `cartpole.yaml` | CartPole-v1 | 50,000 | 1 | 100.0 (1 seed) | 500.0 at 100k | n/a: smaller budget |" in text
+    assert "| `walker2d.yaml` | Walker2d-v5 | 1,000,000 | 0 | not run here" in text  # listed without runs too
+    assert "Of the 2 rows with a published score at the same budget, **1** are at or above the published mean " \
+           "and **2** at or above the mean minus one std." in text
 
 
 def test_defaults_study_runs_records_and_skips_finished_runs(tmp_path):

@@ -48,3 +48,24 @@ def test_a_bad_override_is_named_before_any_trial(tmp_path, monkeypatch, capsys)
     monkeypatch.chdir(tmp_path)
     assert tune.main(["--config", "cartpole.yaml", "--trials", "1", "--data.num_envs", "0"]) == 2
     assert "data.num_envs" in capsys.readouterr().err and not (tmp_path / "tune.db").exists()
+
+
+def test_a_recurrent_config_draws_only_minibatches_of_whole_sequences():
+    # A recurrent policy's minibatch is whole environment sequences: with 4 envs, 1, 2 or 4 minibatches per epoch
+    # (minibatch_size a multiple of num_steps), never 8, which would fail the trial's fit.
+    study = optuna.create_study(sampler=optuna.samplers.RandomSampler(seed=0))
+    counts = set()
+    for _ in range(40):
+        trial = study.ask()
+        data = tune.sample_settings(trial, num_envs=4, recurrent=True)["data"]
+        assert data["minibatch_size"] % data["num_steps"] == 0, data
+        counts.add(4 * data["num_steps"] // data["minibatch_size"])
+        study.tell(trial, 0.0)
+    assert counts == {1, 2, 4}
+    # without a recurrent core every count is drawn: each divides num_envs * num_steps (num_steps >= 16)
+    study = optuna.create_study(sampler=optuna.samplers.RandomSampler(seed=0))
+    trials = [study.ask() for _ in range(40)]
+    for t in trials:
+        data = tune.sample_settings(t, num_envs=3)["data"]
+        assert (3 * data["num_steps"]) % data["minibatch_size"] == 0
+    assert {t.params["minibatches"] for t in trials} == {1, 2, 4, 8}

@@ -12,7 +12,9 @@ Search space (:func:`sample_settings`; RL-Zoo's ``hyperparams_opt.py`` is the mo
 
 - ``model.lr``: log-uniform 1e-5 .. 1e-2;  ``model.clip_coef``: 0.1, 0.2, 0.3;  ``model.ent_coef``: log-uniform
   1e-8 .. 0.1;  ``model.hidden_sizes``: two layers of 64, 128 or 256;
-- ``data.num_steps``: 16 .. 512 (powers of 2);  minibatches per epoch: 1, 2, 4, 8 (``data.minibatch_size``);
+- ``data.num_steps``: 16 .. 512 (powers of 2);  minibatches per epoch: 1, 2, 4, 8 (``data.minibatch_size``;
+  with ``model.recurrent``, where a minibatch is whole environment sequences, only those that divide
+  ``data.num_envs``);
   ``data.update_epochs``: 1 .. 20;  ``data.gamma``: 0.9 .. 0.999;  ``data.gae_lambda``: 0.8 .. 1.0.
 
 Needs ``pip install "lit_ppo[tune]"`` (Optuna).
@@ -37,10 +39,17 @@ LAMBDAS = [0.8, 0.9, 0.92, 0.95, 0.98, 0.99, 1.0]
 WIDTHS = [64, 128, 256]
 
 
-def sample_settings(trial, num_envs: int) -> dict[str, dict[str, Any]]:
+def minibatch_counts(num_envs: int, recurrent: bool) -> list[int]:
+    """The minibatches per epoch a trial may draw: a recurrent policy's minibatches are whole environment
+    sequences, so their number must divide ``num_envs`` (any other count would fail the trial's fit)."""
+    counts = [m for m in MINIBATCHES if not recurrent or num_envs % m == 0]
+    return counts or [1]
+
+
+def sample_settings(trial, num_envs: int, recurrent: bool = False) -> dict[str, dict[str, Any]]:
     """One trial's settings, as ``{"model": {...}, "data": {...}}`` config entries."""
     num_steps = trial.suggest_categorical("num_steps", NUM_STEPS)
-    minibatches = trial.suggest_categorical("minibatches", MINIBATCHES)
+    minibatches = trial.suggest_categorical("minibatches", minibatch_counts(num_envs, recurrent))
     width = trial.suggest_categorical("width", WIDTHS)
     model = {"lr": trial.suggest_float("lr", 1e-5, 1e-2, log=True),
              "clip_coef": trial.suggest_categorical("clip_coef", [0.1, 0.2, 0.3]),
@@ -79,13 +88,14 @@ def flag(settings: dict[str, dict[str, Any]]) -> list[str]:
             for arg in (f"--{section}.{key}", json.dumps(value))]  # JSON is YAML: numbers and lists as they are
 
 
-def run_trial(trial, config: str, overrides: list[str], num_envs: int, eval_every: int, trial_dir: Path) -> float:
+def run_trial(trial, config: str, overrides: list[str], num_envs: int, eval_every: int, trial_dir: Path,
+              recurrent: bool = False) -> float:
     """One fit with the trial's settings; its last evaluation return (Optuna's ``TrialPruned`` when pruned)."""
     import optuna
 
     from lit_ppo.cli import instantiate
 
-    settings = sample_settings(trial, num_envs)
+    settings = sample_settings(trial, num_envs, recurrent)
     trial.set_user_attr("settings", settings)
     cli = instantiate(["--config", config, *overrides, *flag(settings), "--trainer.logger", "false",
                        "--trainer.enable_checkpointing", "false", "--trainer.callbacks", "[]",
@@ -138,7 +148,8 @@ def main(argv: list[str]) -> int:
     from lit_ppo.cli import instantiate
 
     try:  # the config and overrides as given, checked before any trial
-        num_envs = instantiate(["--config", args.config, *overrides]).datamodule.hparams.num_envs
+        base = instantiate(["--config", args.config, *overrides])
+        num_envs, recurrent = base.datamodule.hparams.num_envs, base.model.hparams.recurrent is not None
     except ConfigError as err:
         print(f"lit_ppo tune: error: {err}", file=sys.stderr)
         return 2
@@ -152,7 +163,8 @@ def main(argv: list[str]) -> int:
     print(f"lit_ppo tune: study {name!r} in {args.storage}: {done} of {args.trials} trials finished")
 
     def objective(trial) -> float:
-        return run_trial(trial, args.config, overrides, num_envs, args.eval_every, Path(f"{name}_trials/{trial.number}"))
+        return run_trial(trial, args.config, overrides, num_envs, args.eval_every, Path(f"{name}_trials/{trial.number}"),
+                         recurrent)
 
     def say(study, trial) -> None:
         best = (f"best {study.best_value:.2f} (trial {study.best_trial.number})"
