@@ -42,8 +42,7 @@ WIDTHS = [64, 128, 256]
 def minibatch_counts(num_envs: int, recurrent: bool) -> list[int]:
     """The minibatches per epoch a trial may draw: a recurrent policy's minibatches are whole environment
     sequences, so their number must divide ``num_envs`` (any other count would fail the trial's fit)."""
-    counts = [m for m in MINIBATCHES if not recurrent or num_envs % m == 0]
-    return counts or [1]
+    return [m for m in MINIBATCHES if not recurrent or num_envs % m == 0]  # 1 always divides
 
 
 def sample_settings(trial, num_envs: int, recurrent: bool = False) -> dict[str, dict[str, Any]]:
