@@ -66,7 +66,7 @@ class PPOModule(L.LightningModule):
         max_skipped_rollouts: with ``on_nonfinite: skip``, stop with the same error after this many rollouts in a
             row whose every update was skipped.
         compile: ``torch.compile`` the minibatch objective and its backward (:class:`lit_ppo.objective.PPOObjective`):
-            ``true`` or a mode; off by default, it costs seconds at start-up (``docs/performance.md``).
+            ``true`` or a mode, not with ``recurrent``; off by default: it costs seconds at start-up.
     """
 
     def __init__(

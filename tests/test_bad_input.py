@@ -30,6 +30,8 @@ CASES = [
     (["--model.activation", "gelu"], ["model.activation", "'gelu'", "tanh"]),
     (["--model.network", "lit_ppo_no_such_pkg.Net"], ["model.network", "cannot import"]),
     (["--model.compile", "fast"], ["model.compile", "'fast'", "reduce-overhead"]),
+    (["--model.compile", "true", "--model.recurrent", "{cell: lstm}"], ["model.compile", "model.recurrent",
+                                                                     "model.compile: false"]),
     # vector environments (data.vectorization)
     (["--data.vectorization", "synk"], ["data.vectorization", "'synk'", "native"]),
     (["--data.vectorization", "native", "--data.env_id", "Pendulum-v1"], ["'native'", "Pendulum-v1",
