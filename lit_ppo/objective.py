@@ -33,8 +33,9 @@ class PPOObjective:
                  compile: Union[bool, str] = False) -> None:
         require(compile in COMPILE_CHOICES, "model.compile", f"must be one of {COMPILE_CHOICES}, got {compile!r}.")
         # A recurrent core splits each sequence at its episode starts into pieces whose lengths are data: every
-        # rollout's shapes differ, so Dynamo breaks the graph and recompiles instead of fusing anything (measured:
-        # a 4k-step cartpole_pomdp fit took 32 s against 10 s eager, with pages of graph-break warnings).
+        # rollout's shapes differ, so Dynamo breaks the graph and recompiles instead of fusing anything (measured,
+        # both beside two other runs: a 4k-step cartpole_pomdp fit took 32 s against 10 s eager, with pages of
+        # graph-break warnings).
         require(not (compile and policy.state_size), "model.compile",
                 "is not supported with model.recurrent (the sequence pieces between episode starts have "
                 "data-dependent shapes, which torch.compile cannot fuse); set model.compile: false.")
