@@ -1,7 +1,8 @@
 """The arms of compare.py that are not lit_ppo: Stable-Baselines3's PPO and a CleanRL-style PPO loop, each run in
 its own process by the benchmarks (``python benchmarks/baselines.py --worker sb3|cleanrl --hp JSON ...``), importing
 its library there and writing one JSON result: environment steps, training seconds, when the running mean of the
-last 100 training episodes first reached the target (checked after each rollout's updates), and a deterministic
+last 100 training episodes first reached the target (checked after each rollout's updates), the median time of a
+rollout's updates (``learn_ms``, as lit_ppo's ``time/learn_ms``: the first rollout's left out), and a deterministic
 20-episode evaluation on lit_ppo's evaluation seeds.
 """
 
@@ -43,6 +44,13 @@ class Solve:
             self.steps, self.seconds = steps, seconds
 
 
+def median_after_first(times_ms: list) -> float:
+    """The median of per-rollout times, the first rollout's (warm-up, compilation) left out."""
+    import statistics
+
+    return statistics.median(times_ms[1:] or times_ms or [float("nan")])
+
+
 def without_sb3_log_dir(model):
     """``model`` logging nowhere: with ``verbose=0`` and no ``tensorboard_log``, SB3 would still create an empty
     ``/tmp/SB3-<date>`` directory at every ``learn``."""
@@ -76,11 +84,14 @@ def sb3_worker(hp: dict, seed: int, target: float) -> dict:
     from stable_baselines3 import PPO
 
     solve = Solve(target)
+    learn_ms = []
 
     class TimedPPO(PPO):
         # Checked after each rollout's updates, as lit_ppo logs rollout/return_mean.
         def train(self) -> None:
-            super().train()
+            t0 = time.perf_counter()
+            super().train()  # SB3's whole update phase: its epochs of minibatch updates and their logger records
+            learn_ms.append((time.perf_counter() - t0) * 1e3)
             if self.ep_info_buffer:  # SB3's own window of the last 100 episodes
                 mean = float(np.mean([info["r"] for info in self.ep_info_buffer]))
                 solve.check(mean, self.num_timesteps, time.perf_counter() - start)
@@ -93,7 +104,7 @@ def sb3_worker(hp: dict, seed: int, target: float) -> dict:
     with torch.inference_mode():
         eval_return = evaluate(lambda obs: model.predict(obs, deterministic=True)[0], seed)
     return dict(steps=model.num_timesteps, train_s=train_s, steps_to_target=solve.steps,
-                seconds_to_target=solve.seconds, eval_return=eval_return)
+                seconds_to_target=solve.seconds, eval_return=eval_return, learn_ms=median_after_first(learn_ms))
 
 
 def cleanrl_worker(hp: dict, seed: int, target: float) -> dict:
@@ -153,6 +164,7 @@ def cleanrl_worker(hp: dict, seed: int, target: float) -> dict:
     actions, logprobs, rewards, dones, values = (torch.zeros((T, N)) for _ in range(5))
     recent = deque(maxlen=100)
     solve = Solve(target)
+    learn_ms = []
     n_iter = iterations(hp)
     start = time.perf_counter()
     next_obs = torch.Tensor(envs.reset(seed=seed)[0])
@@ -186,6 +198,7 @@ def cleanrl_worker(hp: dict, seed: int, target: float) -> dict:
 
         b_obs, b_logprobs, b_actions = obs.reshape(B, -1), logprobs.reshape(-1), actions.reshape(-1)
         b_advantages, b_returns, b_values = advantages.reshape(-1), returns.reshape(-1), values.reshape(-1)
+        learn_start = time.perf_counter()
         b_inds = np.arange(B)
         clipfracs = []
         for _ in range(hp["update_epochs"]):
@@ -211,13 +224,14 @@ def cleanrl_worker(hp: dict, seed: int, target: float) -> dict:
         y_pred, y_true = b_values.numpy(), b_returns.numpy()
         _explained_var = 1 - np.var(y_true - y_pred) / np.var(y_true) if np.var(y_true) else np.nan
         _logged = (approx_kl.item(), float(np.mean(clipfracs)))
+        learn_ms.append((time.perf_counter() - learn_start) * 1e3)
         if recent:
             solve.check(float(np.mean(recent)), iteration * B, time.perf_counter() - start)
     train_s = time.perf_counter() - start
     with torch.no_grad():
         eval_return = evaluate(lambda o: agent.actor(torch.Tensor(o)).argmax(-1).numpy(), seed)
     return dict(steps=n_iter * B, train_s=train_s, steps_to_target=solve.steps, seconds_to_target=solve.seconds,
-                eval_return=eval_return)
+                eval_return=eval_return, learn_ms=median_after_first(learn_ms))
 
 
 WORKERS = {"sb3": sb3_worker, "cleanrl": cleanrl_worker}

@@ -15,7 +15,10 @@ logger, no checkpoints, one deterministic evaluation at the end as Lightning val
 loop as workers of baselines.py. The arm order rotates every seed to cancel machine drift. Reported per arm:
 median SPS (environment steps / training seconds), environment steps and training seconds until the running mean
 of the last 100 training episodes first reaches ``--target`` (checked after each rollout's updates), the final
-deterministic 20-episode evaluation, and peak RSS; then the ratios lit_ppo/SB3 and lit_ppo/CleanRL.
+deterministic 20-episode evaluation, peak RSS, and where an iteration's time goes: ``learn ms`` (the median time of
+one rollout's updates, timed around each arm's update phase; the first rollout's left out) and ``iter ms``
+(training seconds per rollout); then the ratios lit_ppo/SB3 and lit_ppo/CleanRL, with the other arm's update and
+non-update (acting, environment, GAE, the loop) time per rollout over lit_ppo's.
 
     python benchmarks/compare.py [--settings zoo cleanrl] [--seeds 1 2 3] [--threads 1] [--quick]
 """
@@ -28,6 +31,7 @@ from pathlib import Path
 
 from harness import (BENCH_DIR, check, installed, iterations, lit_ppo_args, lit_ppo_cmd, median, read_lit_ppo_metrics,
                      run_process)
+from baselines import median_after_first
 
 SETTINGS = {
     "zoo": dict(num_envs=8, num_steps=32, num_minibatches=1, update_epochs=20, gamma=0.98, gae_lambda=0.8,
@@ -51,7 +55,8 @@ def run_arm(arm: str, hp: dict, seed: int, threads: int, target: float, cwd: Pat
         hit = next((r for r in rows if r.get("rollout/return_mean", 0) >= target), None)
         result = dict(steps=rows[-1]["time/env_steps"], train_s=timed["time/elapsed_s"] * rows[-1]["time/env_steps"]
                       / timed["time/env_steps"], steps_to_target=hit and hit["time/env_steps"],
-                      seconds_to_target=hit and hit["time/elapsed_s"], eval_return=evals[-1])
+                      seconds_to_target=hit and hit["time/elapsed_s"], eval_return=evals[-1],
+                      learn_ms=median_after_first([r["time/learn_ms"] for r in rows]))
     else:
         out = cwd / "result.json"
         cmd = [sys.executable, BENCH_DIR / "baselines.py", "--worker", arm, "--hp", json.dumps(hp), "--seed", seed,
@@ -72,8 +77,9 @@ def print_table(setting: str, hp: dict, results: list[dict], target: float) -> N
           f"{hp['update_epochs']} epochs, {iterations(hp) * hp['num_envs'] * hp['num_steps']:,} steps, "
           f"seeds {sorted({r['seed'] for r in results})}")
     print(f"{'arm':<8} {'SPS med':>8} {'SPS min-max':>13} {'steps to ' + format(target, 'g'):>14} "
-          f"{'train s to':>10} {'solved':>6} {'eval ret':>8} {'train s':>8} {'RSS MB':>7}")
+          f"{'train s to':>10} {'solved':>6} {'eval ret':>8} {'train s':>8} {'RSS MB':>7} {'learn ms':>8} {'iter ms':>8}")
     meds = {}
+    rollout = hp["num_envs"] * hp["num_steps"]
     for arm in ARMS:
         runs = [r for r in results if r["arm"] == arm]
         if not runs:
@@ -82,18 +88,22 @@ def print_table(setting: str, hp: dict, results: list[dict], target: float) -> N
         meds[arm] = m = {"sps": median([r["sps"] for r in runs]),
                          "steps": median([r["steps_to_target"] for r in hits]),
                          "secs": median([r["seconds_to_target"] for r in hits]),
-                         "rss": median([r["peak_rss_mb"] for r in runs])}
+                         "rss": median([r["peak_rss_mb"] for r in runs]),
+                         "learn": median([r["learn_ms"] for r in runs]),
+                         "iter": median([r["train_s"] * 1e3 * rollout / r["steps"] for r in runs])}
         sps = [r["sps"] for r in runs]
         print(f"{arm:<8} {m['sps']:>8.0f} {f'{min(sps):.0f}-{max(sps):.0f}':>13} {fmt(m['steps'], ',.0f'):>14} "
               f"{fmt(m['secs'], '.1f'):>10} {f'{len(hits)}/{len(runs)}':>6} "
               f"{median([r['eval_return'] for r in runs]):>8.1f} {median([r['train_s'] for r in runs]):>8.1f} "
-              f"{m['rss']:>7.0f}")
+              f"{m['rss']:>7.0f} {m['learn']:>8.2f} {m['iter']:>8.2f}")
     for other, name in (("sb3", "SB3"), ("cleanrl", "CleanRL")):
         if "lit_ppo" in meds and other in meds:
             a, b = meds["lit_ppo"], meds[other]
             print(f"lit_ppo/{name}: SPS {a['sps'] / b['sps']:.2f}x, steps to {target:g} "
                   f"{fmt(a['steps'] / b['steps'], '.2f')}x, train seconds to {target:g} "
-                  f"{fmt(a['secs'] / b['secs'], '.2f')}x, peak RSS {a['rss'] / b['rss']:.2f}x")
+                  f"{fmt(a['secs'] / b['secs'], '.2f')}x, peak RSS {a['rss'] / b['rss']:.2f}x; per rollout, {name}'s "
+                  f"time over lit_ppo's: updates {b['learn'] / a['learn']:.2f}x, "
+                  f"the rest {(b['iter'] - b['learn']) / (a['iter'] - a['learn']):.2f}x")
 
 
 def main() -> None:

@@ -30,8 +30,9 @@ def test_compare_quick(arms, tmp_path):
     assert not list(tmp_path.glob("SB3-*"))
     for setting in ("zoo:", "cleanrl:"):
         assert setting in out
+    assert "learn ms" in out and "iter ms" in out  # every arm's update phase timed
     if "lit_ppo" in arms:
-        assert "lit_ppo/CleanRL: SPS" in out
+        assert "lit_ppo/CleanRL: SPS" in out and "CleanRL's time over lit_ppo's: updates" in out
 
 
 def test_time_to_solve_quick():
