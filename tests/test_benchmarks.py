@@ -56,6 +56,11 @@ def test_logging_cost_quick():
     assert "log_dict / log_metrics:" in out
 
 
+def test_dispatch_cost_quick():
+    out = run("dispatch_cost.py", "--steps", "20", "--repeats", "1")
+    assert "Lightning adds" in out and "with 4 callbacks" in out
+
+
 def test_overhead_quick():
     out = run("overhead.py", "--total-timesteps", "512", "--repeats", "1")
     assert "Lightning/plain time ratio" in out
