@@ -18,7 +18,7 @@ of the last 100 training episodes first reaches ``--target`` (checked after each
 deterministic 20-episode evaluation, peak RSS, and where an iteration's time goes: ``learn ms`` (the median time of
 one rollout's updates, timed around each arm's update phase; the first rollout's left out) and ``iter ms``
 (training seconds per rollout); then the ratios lit_ppo/SB3 and lit_ppo/CleanRL, with the other arm's update and
-non-update (acting, environment, GAE, the loop) time per rollout over lit_ppo's.
+non-update (acting, environment, GAE, the loop) time per rollout over lit_ppo's, and the SPS ratio seed by seed.
 
     python benchmarks/compare.py [--settings zoo cleanrl] [--seeds 1 2 3] [--threads 1] [--quick]
 """
@@ -77,7 +77,8 @@ def print_table(setting: str, hp: dict, results: list[dict], target: float) -> N
           f"{hp['update_epochs']} epochs, {iterations(hp) * hp['num_envs'] * hp['num_steps']:,} steps, "
           f"seeds {sorted({r['seed'] for r in results})}")
     print(f"{'arm':<8} {'SPS med':>8} {'SPS min-max':>13} {'steps to ' + format(target, 'g'):>14} "
-          f"{'train s to':>10} {'solved':>6} {'eval ret':>8} {'train s':>8} {'RSS MB':>7} {'learn ms':>8} {'iter ms':>8}")
+          f"{'train s to':>10} {'solved':>6} {'eval ret':>8} {'train s':>8} {'RSS MB':>7} {'learn ms':>8} "
+          f"{'iter ms':>8}")
     meds = {}
     rollout = hp["num_envs"] * hp["num_steps"]
     for arm in ARMS:
@@ -104,6 +105,12 @@ def print_table(setting: str, hp: dict, results: list[dict], target: float) -> N
                   f"{fmt(a['secs'] / b['secs'], '.2f')}x, peak RSS {a['rss'] / b['rss']:.2f}x; per rollout, {name}'s "
                   f"time over lit_ppo's: updates {b['learn'] / a['learn']:.2f}x, "
                   f"the rest {(b['iter'] - b['learn']) / (a['iter'] - a['learn']):.2f}x")
+            # The arms of one seed run back to back: their ratio cancels drift slower than a seed's runs.
+            by_seed = {(r["seed"], r["arm"]): r["sps"] for r in results}
+            seeds = sorted({r["seed"] for r in results})
+            paired = [f"{by_seed[(s, 'lit_ppo')] / by_seed[(s, other)]:.2f}x" for s in seeds
+                      if (s, "lit_ppo") in by_seed and (s, other) in by_seed]
+            print(f"  SPS lit_ppo/{name} per seed: {' '.join(paired)}")
 
 
 def main() -> None:
