@@ -17,8 +17,9 @@ median SPS (environment steps / training seconds), environment steps and trainin
 of the last 100 training episodes first reaches ``--target`` (checked after each rollout's updates), the final
 deterministic 20-episode evaluation, peak RSS, and where an iteration's time goes: ``learn ms`` (the median time of
 one rollout's updates, timed around each arm's update phase; the first rollout's left out) and ``iter ms``
-(training seconds per rollout); then the ratios lit_ppo/SB3 and lit_ppo/CleanRL, with the other arm's update and
-non-update (acting, environment, GAE, the loop) time per rollout over lit_ppo's, and the SPS ratio seed by seed.
+(training seconds per rollout: start-up inside the fit, such as ``model.compile``'s, counts as non-update time);
+then the ratios lit_ppo/SB3 and lit_ppo/CleanRL, with the other arm's update and non-update (acting, environment,
+GAE, the loop) time per rollout over lit_ppo's, and the SPS ratio seed by seed.
 
     python benchmarks/compare.py [--settings zoo cleanrl] [--seeds 1 2 3] [--threads 1] [--quick]
 """
