@@ -11,7 +11,7 @@ import json
 import time
 from pathlib import Path
 
-from harness import iterations
+from harness import iterations, median_after_first
 
 EVAL_EPISODES = 20
 EVAL_SEED_OFFSET = 1_000_003  # lit_ppo's evaluation seeds: the same initial states for every arm
@@ -42,13 +42,6 @@ class Solve:
     def check(self, mean_return: float, steps: int, seconds: float) -> None:
         if self.steps is None and mean_return >= self.target:
             self.steps, self.seconds = steps, seconds
-
-
-def median_after_first(times_ms: list) -> float:
-    """The median of per-rollout times, the first rollout's (warm-up, compilation) left out."""
-    import statistics
-
-    return statistics.median(times_ms[1:] or times_ms or [float("nan")])
 
 
 def without_sb3_log_dir(model):

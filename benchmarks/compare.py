@@ -30,9 +30,8 @@ import sys
 import tempfile
 from pathlib import Path
 
-from harness import (BENCH_DIR, check, installed, iterations, lit_ppo_args, lit_ppo_cmd, median, read_lit_ppo_metrics,
-                     run_process)
-from baselines import median_after_first
+from harness import (BENCH_DIR, check, installed, iterations, lit_ppo_args, lit_ppo_cmd, median, median_after_first,
+                     read_lit_ppo_metrics, run_process)
 
 SETTINGS = {
     "zoo": dict(num_envs=8, num_steps=32, num_minibatches=1, update_epochs=20, gamma=0.98, gae_lambda=0.8,
@@ -98,6 +97,9 @@ def print_table(setting: str, hp: dict, results: list[dict], target: float) -> N
               f"{fmt(m['secs'], '.1f'):>10} {f'{len(hits)}/{len(runs)}':>6} "
               f"{median([r['eval_return'] for r in runs]):>8.1f} {median([r['train_s'] for r in runs]):>8.1f} "
               f"{m['rss']:>7.0f} {m['learn']:>8.2f} {m['iter']:>8.2f}")
+    # The arms of one seed run back to back: their ratio cancels drift slower than a seed's runs.
+    by_seed = {(r["seed"], r["arm"]): r["sps"] for r in results}
+    seeds = sorted({r["seed"] for r in results})
     for other, name in (("sb3", "SB3"), ("cleanrl", "CleanRL")):
         if "lit_ppo" in meds and other in meds:
             a, b = meds["lit_ppo"], meds[other]
@@ -106,9 +108,6 @@ def print_table(setting: str, hp: dict, results: list[dict], target: float) -> N
                   f"{fmt(a['secs'] / b['secs'], '.2f')}x, peak RSS {a['rss'] / b['rss']:.2f}x; per rollout, {name}'s "
                   f"time over lit_ppo's: updates {b['learn'] / a['learn']:.2f}x, "
                   f"the rest {(b['iter'] - b['learn']) / (a['iter'] - a['learn']):.2f}x")
-            # The arms of one seed run back to back: their ratio cancels drift slower than a seed's runs.
-            by_seed = {(r["seed"], r["arm"]): r["sps"] for r in results}
-            seeds = sorted({r["seed"] for r in results})
             paired = [f"{by_seed[(s, 'lit_ppo')] / by_seed[(s, other)]:.2f}x" for s in seeds
                       if (s, "lit_ppo") in by_seed and (s, other) in by_seed]
             print(f"  SPS lit_ppo/{name} per seed: {' '.join(paired)}")

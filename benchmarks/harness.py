@@ -80,6 +80,11 @@ def median(values: list) -> float:
     return statistics.median(values) if values else float("nan")
 
 
+def median_after_first(times_ms: list) -> float:
+    """The median of per-rollout times, the first rollout's (warm-up, compilation) left out."""
+    return median(times_ms[1:] or times_ms)
+
+
 def read_json_lines(path: Path) -> list[dict]:
     return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
 
