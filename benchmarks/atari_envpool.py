@@ -25,9 +25,12 @@ def run_arm(config: str, iterations: int, cwd: Path) -> tuple[float, float]:
     args = ["--data.total_timesteps", str(iterations * 8 * 128), "--trainer.limit_val_batches", "0"]
     check(run_process(lit_ppo_cmd(config, args), cwd), config)
     rows, _ = read_lit_ppo_metrics(cwd)
-    timed = rows[1:] or rows  # the first iteration pays for start-up
+    assert len(rows) >= 2, f"{config}: {len(rows)} iteration(s) logged; SPS needs two or more"
+    timed = rows[1:]  # the first iteration pays for start-up
+    # the environment steps of the timed iterations, as logged (whatever the config's num_envs x num_steps)
+    steps = rows[-1]["time/env_steps"] - rows[0]["time/env_steps"]
     total_ms = sum(r["time/iteration_ms"] for r in timed)
-    return 8 * 128 * len(timed) / (total_ms / 1e3), sum(r["time/env_ms"] for r in timed) / total_ms
+    return steps / (total_ms / 1e3), sum(r["time/env_ms"] for r in timed) / total_ms
 
 
 def main() -> None:

@@ -26,7 +26,6 @@ again to continue).
 
 import argparse
 import csv
-import hashlib
 import json
 import os
 import platform
@@ -39,6 +38,7 @@ from pathlib import Path
 from typing import Optional
 
 from harness import REPO, child_env
+from learning_report import config_sha, read_config, write_report  # one way: the report never imports this file
 
 CONFIG_DIR = REPO / "lit_ppo" / "configs"
 DEFAULT_OUT = REPO / "benchmarks" / "results" / "learning"
@@ -65,17 +65,6 @@ def commit() -> str:
         return subprocess.run(["git", "-C", str(REPO), *args], capture_output=True, text=True).stdout.strip()
 
     return git("rev-parse", "--short", "HEAD") + ("+dirty" if git("status", "--porcelain", "--", "lit_ppo") else "")
-
-
-def read_config(config: Path) -> dict:
-    import yaml  # jsonargparse's dependency: always there with lit_ppo
-
-    return yaml.safe_load(config.read_text())
-
-
-def config_sha(config: Path) -> str:
-    """The config's settings (not its comments) as a short hash: a result of other settings is not this config's."""
-    return hashlib.sha256(json.dumps(read_config(config), sort_keys=True).encode()).hexdigest()[:12]
 
 
 def set_aside(directory: Path, sha: str) -> None:
@@ -258,8 +247,6 @@ def main(argv: Optional[list[str]] = None) -> int:
     if missing:
         parser.error(f"--configs: no such config {', '.join(missing)} (shipped: "
                      f"{', '.join(p.name for p in sorted(CONFIG_DIR.glob('*.yaml')))})")
-    from learning_report import write_report
-
     on_signal: dict = {"proc": None, "stopped": False}
 
     def stop(signum, frame):

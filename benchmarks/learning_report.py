@@ -8,6 +8,7 @@ Notes written by hand below the ``<!-- notes -->`` line of an existing report ar
 """
 
 import argparse
+import hashlib
 import json
 import re
 import statistics
@@ -22,6 +23,17 @@ CONFIG_DIR = REPO / "lit_ppo" / "configs"
 NOTES_MARKER = "<!-- notes -->"
 PUBLISHED = re.compile(r"^# Published \(([^)]*)\): (-?[\d.]+) \+- ([\d.]+) at (\S+) steps(.*)$", re.MULTILINE)
 
+
+
+def read_config(config: Path) -> dict:
+    import yaml  # jsonargparse's dependency: always there with lit_ppo
+
+    return yaml.safe_load(config.read_text())
+
+
+def config_sha(config: Path) -> str:
+    """The config's settings (not its comments) as a short hash: a result of other settings is not this config's."""
+    return hashlib.sha256(json.dumps(read_config(config), sort_keys=True).encode()).hexdigest()[:12]
 
 def published(config_name: str) -> Optional[dict]:
     """The published score cited in the config's header, or None where it cites none."""
@@ -38,8 +50,6 @@ def published(config_name: str) -> Optional[dict]:
 
 def load_results(out: Path) -> list[dict]:
     """The results of each config's current settings (runs of earlier settings are set aside as ``stale-*``)."""
-    from learning import config_sha
-
     results = [json.loads(p.read_text()) | {"_dir": p.parent} for p in sorted(out.glob("*/steps*/seed*/result.json"))]
     current = {name: config_sha(CONFIG_DIR / name) for name in {r["config"] for r in results}
                if (CONFIG_DIR / name).is_file()}
@@ -98,8 +108,6 @@ def summary(by_config: dict[str, dict[int, list[dict]]]) -> list[str]:
         ref = published(config)
         ref_text = "—" if ref is None else f"{ref['mean']:.1f} at {ref['budget']}"
         if config not in by_config:
-            from learning import read_config
-
             settings = read_config(CONFIG_DIR / config)["data"]
             lines.append(f"| `{config}` | {settings['env_id']} | {settings['total_timesteps']:,} | 0 | not run here "
                          f"(see the notes) | {ref_text} | |")

@@ -24,6 +24,7 @@ after): ``DIR/lit_ppo`` from this repository, ``DIR/sb3`` from ``stable-baseline
 """
 
 import argparse
+import inspect
 import json
 import re
 import subprocess
@@ -185,10 +186,13 @@ def main() -> None:
     import yaml
 
     from lit_ppo.cli import shipped_config
+    from lit_ppo.data import PPODataModule
 
     with open(shipped_config(args.config)) as f:
         data = yaml.safe_load(f).get("data", {})
-    per_iteration = data.get("num_envs", 4) * data.get("num_steps", 128)
+    defaults = inspect.signature(PPODataModule).parameters  # what a setting the config leaves out is
+    per_iteration = (data.get("num_envs", defaults["num_envs"].default)
+                     * data.get("num_steps", defaults["num_steps"].default))
     lit_every = args.lit_eval_every or max(args.eval_every // per_iteration, 1)
     if args.venvs:
         pythons = {"lit_ppo": venv_python(args.venvs.resolve() / "lit_ppo", str(REPO)),

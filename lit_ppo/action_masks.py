@@ -18,7 +18,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from lit_ppo.distributions import make_head
+from lit_ppo.distributions import CategoricalHead, make_head
 from lit_ppo.errors import ConfigError, EnvStepError
 from lit_ppo.spaces import ActionSpec
 
@@ -74,8 +74,9 @@ class ActionMaskReader:
         valid = self.head.components_valid(mask)
         if not bool(valid.all()):
             index = int((~valid).nonzero()[0, 0])
+            whole = isinstance(self.head, CategoricalHead)  # one choice per action: no components
             raise EnvStepError(
                 f"action mask of environment {self.env_id!r} on rank {self.rank}, sub-environment {index} at its "
-                f"step {own_step}, allows no action{' for some component' if mask.shape[1] > 2 else ''}: "
+                f"step {own_step}, allows no action{'' if whole else ' for some component'}: "
                 f"{mask[index].tolist()}. Every state needs at least one valid action.")
         return mask

@@ -20,6 +20,7 @@ from lightning.pytorch.callbacks import Checkpoint, ModelCheckpoint
 from lightning.pytorch.utilities import rank_zero_info
 
 from lit_ppo.errors import ConfigError
+from lit_ppo.recurrent import RecurrentConfig
 
 SPECIAL_CKPT_PATHS = ("last", "best", "hpc", "registry")
 
@@ -81,58 +82,27 @@ def check_fresh_checkpoint_dirs(trainer: "L.Trainer", resuming: bool) -> None:
             )
 
 
-def _plain(value: Any) -> Any:
+def plain(value: Any, key: str = "") -> Any:
+    """A setting as compared: sequences as lists, and ``model.recurrent`` parsed (``true`` is its defaults)."""
+    if key == "recurrent":
+        return RecurrentConfig.parse(value)
     return list(value) if isinstance(value, (list, tuple)) else value
-
-
-def settings_from_checkpoint(saved: dict[str, Any], requested: dict[str, Any], defaults: dict[str, Any],
-                             path: str) -> list[str]:
-    """What resuming from checkpoint file ``path`` does to the model settings ``requested`` by the config and
-    command line: LightningCLI replaces them with the checkpoint's hyperparameters ``saved``.
-
-    An architecture setting requested explicitly (not left at its default in ``defaults``) that differs from the
-    checkpoint's is refused with :func:`check_compatible`'s message, as with ``--ckpt_path last``; every other
-    replaced setting is returned as ``"model.key: <checkpoint's> (not <requested>)"``.
-    """
-    explicit = {key: requested[key] for key in ARCHITECTURE_KEYS
-                if key in requested and _plain(requested[key]) != _plain(defaults.get(key))}
-    check_compatible(saved, {**saved, **explicit}, path)
-    return [f"model.{key}: {_plain(saved[key])!r} (not {_plain(requested[key])!r})"
-            for key in sorted(saved) if key in requested and key != "env_spec"
-            and _plain(saved[key]) != _plain(requested[key])]
-
-
-# Data settings that add state to the policy (the running statistics): a checkpoint loads only with its own.
-POLICY_DATA_KEYS = ("normalize_obs", "normalize_reward")
-
-
-def data_settings_from_checkpoint(saved_spec: dict[str, Any], requested: dict[str, Any], defaults: dict[str, Any],
-                                  path: str) -> dict[str, Any]:
-    """The data settings that a checkpoint file ``path`` decides: where the run left one of
-    :data:`POLICY_DATA_KEYS` at its default and the checkpoint was trained otherwise, the checkpoint's value (so
-    ``validate``/``predict --ckpt_path X`` without the training config load the policy's statistics); one asked for
-    explicitly that differs is refused, naming the setting."""
-    taken = {}
-    for key in POLICY_DATA_KEYS:
-        if key not in saved_spec or bool(saved_spec[key]) == bool(requested.get(key)):
-            continue
-        if requested.get(key) != defaults.get(key):
-            raise CheckpointError(f"ckpt_path: {path} was trained with data.{key}: {bool(saved_spec[key])}, this run "
-                                  f"asks for {requested.get(key)}; the policy's running statistics come with that "
-                                  f"setting. Drop --data.{key} (or set it to {bool(saved_spec[key])}).")
-        taken[key] = bool(saved_spec[key])
-    return taken
 
 
 def check_compatible(saved: dict[str, Any], current: dict[str, Any], path: str = "the checkpoint") -> None:
     """Compare a checkpoint's model hyperparameters with this run's and name every mismatch of shape."""
     problems = []
     saved_spec, spec = saved.get("env_spec") or {}, current.get("env_spec") or {}
-    for key, label in (("env_id", "environment"), ("observation", "observation space"), ("action", "action space")):
-        if saved_spec.get(key) != spec.get(key):
-            problems.append(f"{label}: checkpoint {saved_spec.get(key)!r}, this run {spec.get(key)!r}")
+    for key, label in (("env_id", "environment"), ("observation", "observation space"), ("action", "action space"),
+                       ("normalize_obs", "data.normalize_obs"), ("normalize_reward", "data.normalize_reward"),
+                       ("action_masks", "data.action_masks")):
+        was, now = saved_spec.get(key), spec.get(key)
+        if key.startswith("normalize"):  # older checkpoints: absent means off
+            was, now = bool(was), bool(now)
+        if was != now:
+            problems.append(f"{label}: checkpoint {was!r}, this run {now!r}")
     for key, label in ARCHITECTURE_KEYS.items():
-        was, now = _plain(saved.get(key)), _plain(current.get(key))
+        was, now = plain(saved.get(key), key), plain(current.get(key), key)
         if was != now:
             problems.append(f"{label} (model.{key}): checkpoint {was!r}, this run {now!r}")
     if problems:

@@ -1,7 +1,6 @@
 """The command line: ``python -m lit_ppo fit|validate|test --config cartpole.yaml``, a LightningCLI."""
 
 import importlib
-import inspect
 import os
 import re
 import sys
@@ -18,8 +17,9 @@ from lightning.pytorch.utilities import rank_zero_only, rank_zero_warn
 
 from lit_ppo.callbacks import default_callbacks
 from lit_ppo.data import PPODataModule
-from lit_ppo.checkpointing import (POLICY_DATA_KEYS, check_checkpoint_file, check_fresh_checkpoint_dirs,
-                                   data_settings_from_checkpoint, settings_from_checkpoint)
+from lit_ppo.checkpoint_settings import (POLICY_DATA_KEYS, data_settings_from_checkpoint, explicit_settings,
+                                        model_settings_from_checkpoint)
+from lit_ppo.checkpointing import check_checkpoint_file, check_fresh_checkpoint_dirs
 from lit_ppo.errors import ConfigError, EnvStepError, NonFiniteError
 from lit_ppo.module import PPOModule
 
@@ -38,11 +38,6 @@ TOOL_COMMANDS: dict[str, str] = {
 # after every rollout: a no-config CartPole fit was ~5x slower for it).
 CLI_DEFAULTS: dict = {"seed_everything_default": 1, "trainer_defaults": {
     "max_epochs": -1, "num_sanity_val_steps": 0, "check_val_every_n_epoch": 50}}
-
-
-def signature_defaults(cls: type) -> dict[str, Any]:
-    """``cls.__init__``'s parameter defaults by name: what a setting left unset is."""
-    return {name: param.default for name, param in inspect.signature(cls.__init__).parameters.items()}
 
 
 class PPOCLI(LightningCLI):
@@ -86,16 +81,17 @@ class PPOCLI(LightningCLI):
         ckpt_path = self.config[subcommand].get("ckpt_path")
         checkpoint = check_checkpoint_file(ckpt_path)
         if checkpoint is not None and checkpoint.get("hyper_parameters"):
-            # LightningCLI next replaces the model settings with the checkpoint file's: an architecture asked for
-            # explicitly is refused if it differs (as with `--ckpt_path last`), the rest is said once.
+            # The settings that define the trained policy follow the checkpoint file unless set to something else
+            # (then refused; lit_ppo.checkpoint_settings), the environment first. LightningCLI next replaces the
+            # other model settings with the checkpoint's; everything replaced is said once.
+            explicit = explicit_settings(sys.argv[1:] if args is None else args)
+            saved = checkpoint["hyper_parameters"]
+            data = self.config[subcommand]["data"]
+            taken = data_settings_from_checkpoint(saved.get("env_spec") or {},
+                                                  {key: data[key] for key in POLICY_DATA_KEYS}, explicit, ckpt_path)
             requested = self.config[subcommand]["model"]
             requested = dict(vars(requested)) if not isinstance(requested, dict) else requested
-            replaced = settings_from_checkpoint(checkpoint["hyper_parameters"], requested,
-                                                signature_defaults(PPOModule), ckpt_path)
-            data = self.config[subcommand]["data"]
-            taken = data_settings_from_checkpoint(checkpoint["hyper_parameters"].get("env_spec") or {},
-                                                  {key: data[key] for key in POLICY_DATA_KEYS},
-                                                  signature_defaults(PPODataModule), ckpt_path)
+            replaced = model_settings_from_checkpoint(saved, requested, explicit, ckpt_path)
             for key, value in taken.items():
                 replaced.append(f"data.{key}: {value!r} (not {data[key]!r})")
                 data[key] = value

@@ -31,8 +31,13 @@ def _random_like(fn: Callable, like: Tensor, generator: Optional[torch.Generator
 def _categorical_sample(logits: Tensor, generator: Optional[torch.Generator]) -> Tensor:
     # argmax(p / E) with E ~ Exp(1) is an exact categorical sample (the exponential race).
     probs = logits.softmax(-1)
-    race = torch.empty_like(probs).exponential_(generator=generator)
-    return (probs / race).argmax(-1)
+    return exponential_race(probs, torch.empty_like(probs).exponential_(generator=generator))
+
+
+def exponential_race(probs: Tensor, race: Tensor) -> Tensor:
+    """``argmax(probs / race)``. The CPU's exponential draw can be exactly 0: a masked action (p = 0) would then
+    give 0 / 0 = NaN, which ``argmax`` picks; the draw is clamped to the smallest positive float."""
+    return (probs / race.clamp_min(torch.finfo(race.dtype).tiny)).argmax(-1)
 
 
 def _categorical_log_prob(logits: Tensor, actions: Tensor) -> Tensor:

@@ -24,6 +24,7 @@ from gymnasium.vector import AutoresetMode
 
 from lit_ppo.classpath import ClassPathConfig, resolve
 from lit_ppo.errors import ConfigError
+from lit_ppo.processes import in_worker
 from lit_ppo.spaces import UnsupportedSpaceError, action_spec, observation_spec, spec_to_dict
 
 VECTORIZATION_MODES = ("sync", "async", "native", "envpool")
@@ -122,8 +123,10 @@ def make_vector_env(
         # A partial of a module-level function with plain-data arguments pickles into async workers, which
         # resolve the id (and import a user's module) themselves.
         make_one = functools.partial(make_env, env_id, env_kwargs, list(wrappers or []), **make_kwargs)
-        vector_cls = gym.vector.SyncVectorEnv if vectorization == "sync" else gym.vector.AsyncVectorEnv
-        envs = vector_cls([make_one] * num_envs, autoreset_mode=AutoresetMode.SAME_STEP)
+        if vectorization == "sync":
+            envs = gym.vector.SyncVectorEnv([make_one] * num_envs, autoreset_mode=AutoresetMode.SAME_STEP)
+        else:  # workers whose default SIGTERM lets a terminate at exit end them (lit_ppo.processes)
+            envs = gym.vector.AsyncVectorEnv([in_worker(make_one)] * num_envs, autoreset_mode=AutoresetMode.SAME_STEP)
     else:
         envs = _wrap_vector(_make_other_vector_env(env_id, num_envs, vectorization, env_kwargs, seed), wrappers)
         if envs.num_envs != num_envs:

@@ -9,6 +9,7 @@ not once per minibatch (docs/design.md). Everything the module learns and logs c
 
 import time
 from collections.abc import Sequence
+from functools import partial
 from typing import Any, Optional, Union
 
 import lightning as L
@@ -20,12 +21,14 @@ from lit_ppo.batch import Rollout
 from lit_ppo.checkpointing import SaveLastOnStop, check_compatible
 from lit_ppo.classpath import ClassPathConfig
 from lit_ppo.errors import ConfigError, require
-from lit_ppo.rollout_logging import RecentEpisodes, RolloutLogging
+from lit_ppo.rollout_logging import RecentEpisodes, RolloutLogging, UpdateSummary
 from lit_ppo.objective import PPOObjective
+from lit_ppo.processes import CloseEnvironmentsOnError
 from lit_ppo.losses import LOSS_NAMES
 from lit_ppo.networks import ActorCritic
 from lit_ppo.nonfinite import MODES as NONFINITE_MODES, NonFiniteGuard
 
+KL_INDEX = LOSS_NAMES.index("stats/approx_kl")
 RECENT_EPISODES = 100  # rollout/return_mean is over each process's last 100 finished episodes
 
 
@@ -43,18 +46,20 @@ class PPOModule(L.LightningModule):
             init_args: {...}}`` of an ``nn.Module`` that maps an observation batch to ``[batch, features]``; the
             actor and value heads are linear layers on its features.
         recurrent: an LSTM/GRU core before the actor/critic layers, ``{cell: lstm|gru, hidden_size: 128, layers: 1}``
-            (:mod:`lit_ppo.recurrent`); minibatches are then whole environment sequences.
+            (``true``: those; :mod:`lit_ppo.recurrent`); minibatches are then whole environment sequences.
         log_std_init, ortho_init: the Gaussian's initial log-std and PPO's orthogonal init (see :class:`ActorCritic`).
         lr: Adam learning rate (eps 1e-5).
         anneal_lr: anneal the learning rate linearly to 0 over the budget.
         clip_coef: PPO's ratio clip epsilon.
         anneal_clip: anneal ``clip_coef`` linearly to 0 as well (RL-Zoo's CartPole setting).
-        clip_vloss: clip the value update around the rollout's values with ``clip_coef``.
+        clip_vloss: clip the value update around the rollout's values: ``false`` (SB3's default), a range (SB3's
+            ``clip_range_vf``) or ``true`` (CleanRL's: ``clip_coef`` as configured); never annealed.
         vf_coef: weight of the value loss.
         ent_coef: weight of the entropy bonus.
         max_grad_norm: clip the global gradient norm of every update to this (``null``: no clipping).
         norm_adv: normalize advantages per minibatch.
-        target_kl: stop a rollout's remaining updates once approx KL exceeds ``1.5 * target_kl`` (None: off).
+        target_kl: SB3's early stop: a minibatch whose approx KL (before its step) exceeds ``1.5 * target_kl`` ends
+            the rollout's updates unapplied (None: off); ``stats/updates`` logs how many were applied.
         actor_device: where the rollout's policy acts (environments always step on the CPU): ``cpu`` (a CPU copy
             of the learner's weights, refreshed once per rollout), ``learner`` (the learner's network on its
             accelerator: an upload and a download every step), ``auto`` (measured at the first rollout; the
@@ -76,14 +81,14 @@ class PPOModule(L.LightningModule):
         encoder: str = "auto",
         activation: str = "tanh",
         network: Optional[ClassPathConfig] = None,
-        recurrent: Optional[dict[str, Any]] = None,
+        recurrent: Union[bool, dict[str, Any], None] = None,
         log_std_init: float = 0.0,
         ortho_init: bool = True,
         lr: float = 3e-4,
         anneal_lr: bool = False,
         clip_coef: float = 0.2,
         anneal_clip: bool = False,
-        clip_vloss: bool = False,
+        clip_vloss: Union[bool, float] = False,
         vf_coef: float = 0.5,
         ent_coef: float = 0.0,
         max_grad_norm: Optional[float] = 0.5,
@@ -103,6 +108,9 @@ class PPOModule(L.LightningModule):
         require(ent_coef >= 0, "model.ent_coef", f"must be >= 0, got {ent_coef}.")
         require(max_grad_norm is None or max_grad_norm > 0, "model.max_grad_norm",
                 f"must be positive or null (no clipping), got {max_grad_norm}.")
+        require(isinstance(clip_vloss, bool) or (isinstance(clip_vloss, (int, float)) and clip_vloss > 0),
+                "model.clip_vloss", f"must be false, true (clip with clip_coef) or a positive value clip range, got "
+                f"{clip_vloss!r}.")
         require(target_kl is None or target_kl > 0, "model.target_kl", f"must be positive or null, got {target_kl}.")
         require(actor_device in ACTOR_DEVICES, "model.actor_device",
                 f"must be one of {ACTOR_DEVICES}, got {actor_device!r}.")
@@ -113,15 +121,16 @@ class PPOModule(L.LightningModule):
         self.policy = ActorCritic.from_env_spec(env_spec, hidden_sizes=list(hidden_sizes), encoder=encoder,
                                                 activation=activation, network=network, recurrent=recurrent,
                                                 log_std_init=log_std_init, ortho_init=ortho_init)
-        self.objective = PPOObjective(self.policy, vf_coef, ent_coef, clip_vloss, compile)
+        value_clip = None if clip_vloss is False else float(clip_coef if clip_vloss is True else clip_vloss)
+        self.objective = PPOObjective(self.policy, vf_coef, ent_coef, value_clip, compile)
         self.recent_episodes = RecentEpisodes(RECENT_EPISODES)
         self.nonfinite = NonFiniteGuard(on_nonfinite, max_skipped_rollouts)
         self.rollout_metrics: dict[str, float] = {}  # the latest rollout's metrics, as the loggers got them
         self.rollout_logging = RolloutLogging()
         self.env_steps = 0  # environment steps of all processes so far: the step every metric is logged at
         self._epoch_start = self._fit_start = self._transfer_ms = 0.0
-        self._fit_start_steps = 0
-        self._summary: dict[str, Any] = {}
+        self._fit_start_steps = 0  # env steps when this fit started (a resumed fit continues the count)
+        self._summary: Optional[UpdateSummary] = None  # training_step's, for on_train_epoch_end
 
     # -- wiring ---------------------------------------------------------------------------------------------------
     def setup(self, stage: str) -> None:
@@ -137,7 +146,7 @@ class PPOModule(L.LightningModule):
                 f"model.max_grad_norm: {self.trainer.gradient_clip_val} instead (default 0.5) and remove the "
                 "Trainer's gradient_clip_val."
             )
-        return [SaveLastOnStop()]
+        return [SaveLastOnStop(), CloseEnvironmentsOnError()]
 
     def configure_optimizers(self) -> torch.optim.Optimizer:
         # Fused Adam is ~4x faster than the CPU default for a small MLP, but Lightning refuses gradient clipping
@@ -156,8 +165,7 @@ class PPOModule(L.LightningModule):
 
     # -- learning ---------------------------------------------------------------------------------------------------
     def on_train_start(self) -> None:
-        self._fit_start = time.perf_counter()
-        self._fit_start_steps = self.env_steps  # a resumed fit continues the count
+        self._fit_start, self._fit_start_steps = time.perf_counter(), self.env_steps
         self.rollout_logging.attach(self.trainer)
 
     def on_train_epoch_start(self) -> None:
@@ -176,12 +184,12 @@ class PPOModule(L.LightningModule):
         self.nonfinite.check_rollout(sums, list(self.policy.parameters()), updates, skipped, rollout.nonfinite,
                                      self.trainer.strategy, self.current_epoch + 1, self.global_step)
         self._update_normalization(rollout)
-        self._summary = dict(rollout=rollout, sums=sums, updates=updates, skipped=skipped, lr=lr, clip_coef=clip_coef,
-                             learn_ms=(time.perf_counter() - start) * 1e3)
+        self._summary = UpdateSummary(rollout, sums, updates, skipped, lr, clip_coef,
+                                      learn_ms=(time.perf_counter() - start) * 1e3)
 
     def _update(self, rollout: Rollout, lr: float, clip_coef: float) -> tuple[Tensor, int, int]:
-        """``update_epochs`` passes over the rollout's minibatches, one optimizer step each; returns the loss terms
-        summed over the updates, the number of updates and the number skipped (``on_nonfinite: skip``)."""
+        """``update_epochs`` passes over the rollout's minibatches, one optimizer step each, until ``target_kl``
+        stops them; returns the terms summed over the applied updates, their number and the number skipped."""
         hp = self.hparams
         optimizer = self.optimizers()
         for group in optimizer.param_groups:
@@ -196,6 +204,8 @@ class PPOModule(L.LightningModule):
             else:
                 minibatch = self.objective.prepare(rollout.samples(idx), hp.norm_adv)
             loss, terms = self.objective(minibatch, clip_coef)
+            if hp.target_kl is not None and self._kl_exceeded(terms):
+                break  # as SB3: the update that would exceed it is not applied
             if self.nonfinite.skip(terms, self.trainer.strategy):
                 skipped += 1
                 continue
@@ -204,8 +214,6 @@ class PPOModule(L.LightningModule):
             optimizer.zero_grad()
             self.manual_backward(loss)
             optimizer.step()  # clipping happens in on_before_optimizer_step
-            if hp.target_kl is not None and self._kl_exceeded(sums, updates):
-                break
         return sums, updates, skipped
 
     def on_before_optimizer_step(self, optimizer: torch.optim.Optimizer) -> None:
@@ -213,48 +221,40 @@ class PPOModule(L.LightningModule):
         if self.hparams.max_grad_norm:
             self.clip_gradients(optimizer, gradient_clip_val=self.hparams.max_grad_norm, gradient_clip_algorithm="norm")
 
-    def _kl_exceeded(self, sums: Tensor, updates: int) -> bool:
-        # Optional early stop of a rollout's updates on a KL jump (one host sync per step when on).
-        mean_kl = sums[LOSS_NAMES.index("stats/approx_kl")] / updates
-        return bool(self.trainer.strategy.reduce(mean_kl, reduce_op="mean") > 1.5 * self.hparams.target_kl)
+    def _kl_exceeded(self, terms: Tensor) -> bool:
+        # This minibatch's KL before its step (SB3's rule), averaged so every rank stops together; a sync per step.
+        kl = self.trainer.strategy.reduce(terms[KL_INDEX], reduce_op="mean")
+        return bool(kl > 1.5 * self.hparams.target_kl)
 
     def _update_normalization(self, rollout: Rollout) -> None:
-        # After the updates, so that acting on a rollout and learning from it use the same statistics. Pooled over
-        # ranks: every rank merges the same numbers and the policies stay identical.
-        def reduce_sum(t: Tensor) -> Tensor:
-            return self.trainer.strategy.reduce(t, reduce_op="sum")
-
+        # After the updates, so that acting on a rollout and learning from it use the same statistics; over the real
+        # transitions only (a next-step reset step's input is the finished episode's final observation, which
+        # SB3's VecNormalize never sees). Pooled over ranks: every rank merges the same numbers.
+        obs = rollout.obs[rollout.weights > 0] if rollout.weights.numel() else rollout.obs
         returns = rollout.reward_returns if rollout.reward_returns.numel() else None
-        self.policy.update_normalization(rollout.obs, returns, reduce_sum)
+        self.policy.update_normalization(obs, returns, partial(self.trainer.strategy.reduce, reduce_op="sum"))
 
     # -- logging ------------------------------------------------------------------------------------------------------
     def on_train_epoch_end(self) -> None:
         """Log this rollout once: one reduction across ranks, then one write per logger; stop at the budget."""
         s = self._summary
-        rollout: Rollout = s["rollout"]
+        rollout = s.rollout
         self.recent_episodes.add(rollout.episode_returns, rollout.episode_lengths)
         episode_return, episode_length = self.recent_episodes.means(self.device)
-        nan = torch.full_like(s["sums"], float("nan"))
-        losses = self.trainer.strategy.reduce(s["sums"] / s["updates"] if s["updates"] else nan, reduce_op="mean")
+        losses = self.trainer.strategy.reduce(s.mean_terms(), reduce_op="mean")
         iteration_ms = (time.perf_counter() - self._epoch_start) * 1e3  # after the reduction: the work is done
         elapsed = time.perf_counter() - self._fit_start
-        metrics = dict(zip(LOSS_NAMES, losses.tolist()))
+        metrics = s.metrics(losses, updates=self.hparams.target_kl is not None,
+                            skipped=self.hparams.on_nonfinite == "skip")
         metrics.update({
-            "stats/explained_variance": rollout.explained_variance,
-            "stats/clip_coef": s["clip_coef"],
-            "stats/lr": s["lr"],
             "rollout/return_mean": episode_return,
             "rollout/length_mean": episode_length,
             "time/env_steps": float(rollout.env_steps),
             "time/sps": (rollout.env_steps - self._fit_start_steps) / max(elapsed, 1e-9),
             "time/elapsed_s": elapsed,
-            **{f"time/{key}": value for key, value in rollout.timings.items()},
             "time/transfer_ms": self._transfer_ms,
-            "time/learn_ms": s["learn_ms"],
             "time/iteration_ms": iteration_ms,
         })
-        if self.hparams.on_nonfinite == "skip":
-            metrics["stats/skipped_updates"] = float(s["skipped"])
         self.rollout_metrics = metrics
         self.rollout_logging.write(self, metrics)
         if rollout.final:

@@ -243,7 +243,8 @@ class ActorCritic(nn.Module):
         if rms is None:
             return rewards
         var = returns.var(unbiased=False) if returns is not None and rms.count == 0 else rms.var
-        return (rewards / torch.sqrt(var.to(rewards.device) + rms.epsilon)).clamp(-CLIP, CLIP)
+        std = torch.sqrt(var.to(rewards.device, torch.float64) + rms.epsilon).to(rewards.dtype)
+        return (rewards / std).clamp(-CLIP, CLIP)
 
     def update_normalization(
         self, obs: Tensor, returns: Optional[Tensor], reduce_sum: Optional[Callable[[Tensor], Tensor]] = None

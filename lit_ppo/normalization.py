@@ -14,14 +14,16 @@ class RunningMeanStd(nn.Module):
 
     Buffers, so they are in ``state_dict`` and checkpoints, follow the policy to its device, and reach the CPU
     acting copy through ``load_state_dict``. Before the first update (count 0) it is the identity (mean 0, var 1).
+    Kept in float64, as SB3's ``RunningMeanStd``: a float32 count stops adding a rollout exactly past 2^24
+    (~16.7M) samples, and the merged moments drift. ``normalize`` returns the input's dtype.
     """
 
     def __init__(self, shape: Sequence[int] = (), epsilon: float = 1e-8) -> None:
         super().__init__()
         self.epsilon = epsilon
-        self.register_buffer("mean", torch.zeros(tuple(shape)))
-        self.register_buffer("var", torch.ones(tuple(shape)))
-        self.register_buffer("count", torch.zeros(()))
+        self.register_buffer("mean", torch.zeros(tuple(shape), dtype=torch.float64))
+        self.register_buffer("var", torch.ones(tuple(shape), dtype=torch.float64))
+        self.register_buffer("count", torch.zeros((), dtype=torch.float64))
 
     @torch.no_grad()
     def update(self, x: Tensor, reduce_sum: Optional[Callable[[Tensor], Tensor]] = None) -> None:
@@ -30,7 +32,7 @@ class RunningMeanStd(nn.Module):
         count = torch.tensor(float(x.shape[0]), dtype=torch.float64)
         mean = x.mean(0)
         m2 = (x - mean).square().sum(0)
-        count, mean, m2 = (t.to(self.mean.device, torch.float32) for t in (count, mean, m2))
+        count, mean, m2 = (t.to(self.mean.device) for t in (count, mean, m2))
         if reduce_sum is not None:
             total = reduce_sum(count.clone())
             pooled_mean = reduce_sum(count * mean) / total
@@ -44,4 +46,5 @@ class RunningMeanStd(nn.Module):
         self.count.copy_(total)
 
     def normalize(self, x: Tensor) -> Tensor:
-        return ((x - self.mean) / torch.sqrt(self.var + self.epsilon)).clamp(-CLIP, CLIP)
+        mean, std = self.mean.to(x.dtype), torch.sqrt(self.var + self.epsilon).to(x.dtype)
+        return ((x - mean) / std).clamp(-CLIP, CLIP)

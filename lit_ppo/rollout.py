@@ -4,6 +4,7 @@ import pickle
 import time
 from typing import Any, Optional
 
+import gymnasium as gym
 import numpy as np
 import torch
 from gymnasium.vector import AutoresetMode
@@ -12,7 +13,7 @@ from torch import Tensor
 from lit_ppo.action_masks import ActionMaskReader
 from lit_ppo.advantages import compute_gae
 from lit_ppo.envs import autoreset_mode, rebuilt_by_pickling
-from lit_ppo.errors import EnvStepError
+from lit_ppo.errors import EnvStepError, where_env_failed
 from lit_ppo.losses import explained_variance
 from lit_ppo.spaces import action_spec, action_tensor_layout, actions_to_env, batch_observations, observations_to_tensor
 
@@ -94,23 +95,25 @@ class RolloutCollector:
         self.running_return = torch.zeros(N)
 
     def _call(self, method: str, *args: Any, **kwargs: Any):
+        # An AsyncVectorEnv prints its failing worker's traceback through gymnasium's logger before raising; the
+        # error below says the same in one line (the worker's index included), so that logger is quiet meanwhile.
+        quiet = isinstance(self.envs.unwrapped, gym.vector.AsyncVectorEnv)
+        level = gym.logger.min_level
         try:
+            if quiet:
+                gym.logger.min_level = gym.logger.ERROR + 10  # above ERROR: nothing (gymnasium has no setter)
             return getattr(self.envs, method)(*args, **kwargs)
         except Exception as err:
             raise EnvStepError(
-                f"environment {self.env_id!r} raised in {method}() on rank {self.rank}{self._where(err)}: "
+                f"environment {self.env_id!r} raised in {method}() on rank {self.rank}"
+                f"{where_env_failed(self.envs, err, self.steps_taken)}: "
                 f"{type(err).__name__}: {err}. The last checkpoint saved before it is unchanged."
             ) from err
+        finally:
+            gym.logger.min_level = level
 
     def _read_masks(self, info: dict[str, Any]) -> Optional[Tensor]:
         return None if self.masks is None else self.masks.read(self.envs, info, self.steps_taken // self.num_envs)
-
-    def _where(self, err: Exception) -> str:
-        """Which sub-environment raised, and at which of its own steps (each is stepped once per vector step)."""
-        own_step = self.steps_taken // self.num_envs
-        index = failing_sub_env(self.envs, err)
-        which = f"sub-environment {index}" if index is not None else "a sub-environment"
-        return f", {which} at its step {own_step} (environment step {self.steps_taken} of this rank)"
 
     def collect(self, policy) -> dict[str, Any]:
         """Play one rollout with ``policy`` (acting on the CPU) and return the :class:`lit_ppo.batch.Rollout` fields
@@ -123,8 +126,11 @@ class RolloutCollector:
         next_values = torch.cat([buf["values"][1:], last_value.unsqueeze(0)])
         if not self.next_step:  # next-step: the next step's input already is the final observation
             next_values = torch.where(self.truncated_only, self.final_values, next_values)
-        # Scaled by the statistics the policy had while acting; the learner updates them after the updates.
-        rewards = policy.scale_rewards(self.rewards, self.reward_returns) if self.normalize_reward else self.rewards
+        weights, real = self._sample_weights()
+        # Scaled by the statistics the policy had while acting (the learner updates them after the updates); the
+        # first rollout's stand-in variance is over the real transitions' returns (not a reset step's zeros).
+        reward_returns = self.reward_returns.flatten()[real]
+        rewards = policy.scale_rewards(self.rewards, reward_returns) if self.normalize_reward else self.rewards
         advantages, returns = compute_gae(
             rewards, buf["values"], next_values, self.terminated, self.dones, self.gamma, self.gae_lambda
         )
@@ -132,9 +138,8 @@ class RolloutCollector:
         data: dict[str, Any] = {k: v.flatten(0, 1).clone() for k, v in buf.items()}
         data["advantages"], data["returns"] = advantages.flatten(), returns.flatten()
         data["recurrent_states"] = initial_state
-        data["weights"], real = self._sample_weights()
-        data["reward_returns"] = (self.reward_returns.flatten()[real].clone() if self.normalize_reward
-                                  else torch.zeros(0))
+        data["weights"] = weights
+        data["reward_returns"] = reward_returns.clone() if self.normalize_reward else torch.zeros(0)
         timings["gae_ms"] = (time.perf_counter() - t0) * 1e3
         data["explained_variance"] = explained_variance(data["values"][real], data["returns"][real])
         data["episode_returns"] = torch.tensor(episodes[0], dtype=torch.float32)
@@ -159,54 +164,16 @@ class RolloutCollector:
     def _play(self, policy, timings: dict[str, float]) -> tuple[Tensor, tuple[list, list]]:
         """Step every env ``num_steps`` times into the buffers; returns V(observation after the last step) and the
         returns and lengths of the episodes that finished."""
-        buf, arrays = self.buffers, self._np
         self.final_values.zero_()
-        episode_returns: list[float] = []
-        episode_lengths: list[int] = []
+        episodes: tuple[list, list] = ([], [])
         act_s = env_s = 0.0
         for step in range(self.num_steps):
             t0 = time.perf_counter()
-            buf["obs"][step] = self.next_obs
-            extra: dict[str, Tensor] = {}
-            if self.masks is not None:
-                buf["action_masks"][step] = extra["action_mask"] = self.next_mask
-            if self.state is not None:
-                buf["episode_starts"][step] = extra["starts"] = self.starts_next
-                extra["state"] = self.state
-            action, logprob, value, state = policy.act(self.next_obs, self.generator, **extra)
-            if state is not None:
-                self.state = state
-            buf["actions"][step], buf["logprobs"][step], buf["values"][step] = action, logprob, value
-            env_action = actions_to_env(action, self.action_space)
+            env_action = self._act(policy, step)
             t1 = time.perf_counter()
-            self.steps_taken += self.num_envs
-            obs, reward, terminated, truncated, info = self._call("step", env_action)
-            arrays["rewards"][step] = reward
-            arrays["terminated"][step] = terminated
-            np.logical_or(terminated, truncated, out=arrays["dones"][step])
-            truncated_only = np.logical_and(truncated, ~terminated, out=arrays["truncated_only"][step])
-            self.next_obs = observations_to_tensor(obs, self.obs_space)
-            if self.masks is not None:
-                self.next_mask = self._read_masks(info)
-            if self.state is not None:  # same-step: the obs after a done is a first one; next-step: after a reset step
-                ended = self.dones[step] if not self.next_step else (self.dones[step - 1] if step else self.resets_next)
-                self.starts_next = ended.clone()
-            if "_episode" in info:
-                done_idx = np.flatnonzero(info["_episode"])
-                episode_returns += info["episode"]["r"][done_idx].tolist()
-                episode_lengths += info["episode"]["l"][done_idx].tolist()
+            info = self._step_envs(step, env_action, episodes)
             t2 = time.perf_counter()
-            if self.normalize_reward:
-                self.running_return.mul_(self.gamma).add_(self.rewards[step])
-                self.reward_returns[step] = self.running_return
-                self.running_return.masked_fill_(self.dones[step], 0.0)
-            if truncated_only.any() and not self.next_step:
-                # Bootstrap a time-limit end from the value of the real final observation.
-                idx = np.flatnonzero(truncated_only)
-                final_obs = batch_observations(info["final_obs"][idx], self.obs_space)
-                # recurrent: from the state after the episode's last input
-                recurrent = () if self.state is None else (self.state[idx],)
-                self.final_values[step, idx] = policy.value(final_obs, *recurrent)
+            self._after_step(policy, step, info)
             act_s += (t1 - t0) + (time.perf_counter() - t2)
             env_s += t2 - t1
         t0 = time.perf_counter()
@@ -214,7 +181,60 @@ class RolloutCollector:
         last_value = policy.value(self.next_obs, *recurrent).clone()
         timings["act_ms"] = (act_s + time.perf_counter() - t0) * 1e3
         timings["env_ms"] = env_s * 1e3
-        return last_value, (episode_returns, episode_lengths)
+        return last_value, episodes
+
+    def _act(self, policy, step: int) -> Any:
+        """Store step ``step``'s inputs (observation, masks, episode starts), act on them and store the action, its
+        log-probability and the value; returns the action as the environments take it."""
+        buf = self.buffers
+        buf["obs"][step] = self.next_obs
+        extra: dict[str, Tensor] = {}
+        if self.masks is not None:
+            buf["action_masks"][step] = extra["action_mask"] = self.next_mask
+        if self.state is not None:
+            buf["episode_starts"][step] = extra["starts"] = self.starts_next
+            extra["state"] = self.state
+        action, logprob, value, state = policy.act(self.next_obs, self.generator, **extra)
+        if state is not None:
+            self.state = state
+        buf["actions"][step], buf["logprobs"][step], buf["values"][step] = action, logprob, value
+        return actions_to_env(action, self.action_space)
+
+    def _step_envs(self, step: int, env_action: Any, episodes: tuple[list, list]) -> dict[str, Any]:
+        """Step every environment; store the rewards and how each step ended, the next inputs, and the finished
+        episodes' returns and lengths; returns the step's ``info``."""
+        arrays = self._np
+        self.steps_taken += self.num_envs
+        obs, reward, terminated, truncated, info = self._call("step", env_action)
+        arrays["rewards"][step] = reward
+        arrays["terminated"][step] = terminated
+        np.logical_or(terminated, truncated, out=arrays["dones"][step])
+        np.logical_and(truncated, ~terminated, out=arrays["truncated_only"][step])
+        self.next_obs = observations_to_tensor(obs, self.obs_space)
+        if self.masks is not None:
+            self.next_mask = self._read_masks(info)
+        if self.state is not None:  # same-step: the obs after a done is a first one; next-step: after a reset step
+            ended = self.dones[step] if not self.next_step else (self.dones[step - 1] if step else self.resets_next)
+            self.starts_next = ended.clone()
+        if "_episode" in info:
+            done_idx = np.flatnonzero(info["_episode"])
+            episodes[0].extend(info["episode"]["r"][done_idx].tolist())
+            episodes[1].extend(info["episode"]["l"][done_idx].tolist())
+        return info
+
+    def _after_step(self, policy, step: int, info: dict[str, Any]) -> None:
+        """The raw discounted return (for the reward scale), and same-step's bootstrap of a time-limit end from the
+        value of the real final observation (next-step: the reset step's input already is that observation)."""
+        if self.normalize_reward:
+            self.running_return.mul_(self.gamma).add_(self.rewards[step])
+            self.reward_returns[step] = self.running_return
+            self.running_return.masked_fill_(self.dones[step], 0.0)
+        truncated_only = self._np["truncated_only"][step]
+        if not self.next_step and truncated_only.any():
+            idx = np.flatnonzero(truncated_only)
+            final_obs = batch_observations(info["final_obs"][idx], self.obs_space)
+            recurrent = () if self.state is None else (self.state[idx],)  # the state after the episode's last input
+            self.final_values[step, idx] = policy.value(final_obs, *recurrent)
 
     # -- checkpointing (at rollout boundaries) -------------------------------------------------------------------
     def state_dict(self) -> dict[str, Any]:
@@ -241,20 +261,26 @@ class RolloutCollector:
         return state
 
     def load_state_dict(self, state: dict[str, Any]) -> Optional[str]:
-        """Continue from ``state``; returns a note when the environments had to be reset instead."""
+        """Continue from ``state``; returns a note when the environments had to be reset instead (they could not be
+        saved, or the checkpoint ran another number of them: ``data.num_envs`` may change on resume)."""
         self.generator.set_state(state["generator"])
         self.steps_taken, self.iterations = state["steps_taken"], state["iterations"]
-        self.running_return.copy_(state["running_return"])
-        if state.get("envs") is not None:
+        saved = int(state["running_return"].shape[0])
+        if saved != self.num_envs:
+            why = f"data.num_envs is {self.num_envs} and rank {self.rank} of the checkpoint ran {saved} environments"
+        elif state.get("envs") is not None:
             # Pickled by this package when saving; checkpoints are trusted files, as any pickle is.
             self.envs.close()
             self.envs = pickle.loads(state["envs"])
+            self.running_return.copy_(state["running_return"])
             self.next_obs = state["next_obs"]
             self.resets_next = state["resets_next"].clone()
             self.next_mask = state["next_mask"]
             if self.state is not None:
                 self.state, self.starts_next = state["recurrent_state"].clone(), state["starts_next"].clone()
             return None
+        else:
+            why = f"the environments of rank {self.rank} could not be saved ({state.get('envs_error')})"
         # Deterministic fallback: a reset seeded from (seed, rank, iteration); episodes restart.
         seed = int(np.random.SeedSequence([self.seed, self.rank, self.iterations]).generate_state(1)[0])
         obs, info = self._call("reset", seed=seed)
@@ -265,26 +291,9 @@ class RolloutCollector:
         if self.state is not None:
             self.state.zero_()
         self.starts_next.fill_(True)
-        return (f"the environments of rank {self.rank} could not be saved ({state.get('envs_error')}); they were "
-                f"reset with a seed derived from (seed={self.seed}, rank={self.rank}, iteration={self.iterations}), "
-                "so episodes in progress at the checkpoint restart.")
+        return (f"{why}; they were reset with a seed derived from (seed={self.seed}, rank={self.rank}, "
+                f"iteration={self.iterations}), so episodes in progress at the checkpoint restart.")
 
     def close(self) -> None:
         self.envs.close()
 
-
-def failing_sub_env(envs, err: BaseException) -> Optional[int]:
-    """The index of the sub-environment of a ``SyncVectorEnv`` whose method raised ``err``, found in the
-    exception's traceback (the frame of that sub-environment's method); None where it cannot be told (an
-    ``AsyncVectorEnv`` logs the failing worker's index itself)."""
-    sub_envs = getattr(envs.unwrapped, "envs", None)
-    if not isinstance(sub_envs, (list, tuple)):
-        return None
-    positions = {id(env): i for i, env in enumerate(sub_envs)}
-    tb = err.__traceback__
-    while tb is not None:
-        index = positions.get(id(tb.tb_frame.f_locals.get("self")))
-        if index is not None:
-            return index
-        tb = tb.tb_next
-    return None

@@ -2,6 +2,7 @@
 (through ``self.log`` only what a callback reads)."""
 
 from collections import deque
+from dataclasses import dataclass
 from typing import Any
 
 import lightning as L
@@ -9,9 +10,41 @@ import torch
 from torch import Tensor, nn
 from torchmetrics import MeanMetric
 
+from lit_ppo.batch import Rollout
 from lit_ppo.callbacks import EnvStepProgressBar
+from lit_ppo.losses import LOSS_NAMES
 
 PROGRESS_METRICS = ("rollout/return_mean", "time/env_steps", "time/sps")  # what a progress bar shows
+
+
+@dataclass
+class UpdateSummary:
+    """What one rollout's updates leave for its logging (``training_step`` -> ``on_train_epoch_end``)."""
+
+    rollout: Rollout
+    sums: Tensor  # the loss terms summed over the applied updates, in LOSS_NAMES order
+    updates: int  # optimizer steps applied
+    skipped: int  # minibatches skipped (on_nonfinite: skip)
+    lr: float
+    clip_coef: float
+    learn_ms: float
+
+    def mean_terms(self) -> Tensor:
+        """The loss terms' means over the applied updates (NaN when none was applied)."""
+        return self.sums / self.updates if self.updates else torch.full_like(self.sums, float("nan"))
+
+    def metrics(self, losses: Tensor, updates: bool = False, skipped: bool = False) -> dict[str, float]:
+        """The update's metrics from ``losses`` (:meth:`mean_terms` reduced over ranks), the rollout's statistics and
+        timings; ``stats/updates`` and ``stats/skipped_updates`` where asked for."""
+        metrics = dict(zip(LOSS_NAMES, losses.tolist()))
+        metrics.update({"stats/explained_variance": self.rollout.explained_variance, "stats/clip_coef": self.clip_coef,
+                        "stats/lr": self.lr, **{f"time/{key}": value for key, value in self.rollout.timings.items()},
+                        "time/learn_ms": self.learn_ms})
+        if updates:
+            metrics["stats/updates"] = float(self.updates)
+        if skipped:
+            metrics["stats/skipped_updates"] = float(self.skipped)
+        return metrics
 
 
 class RecentEpisodes(nn.Module):

@@ -62,6 +62,68 @@ def run_cli(*args, cwd, timeout=300, check=True, extra_env=None):
     return proc
 
 
+def session_processes(sid: int) -> list:
+    """The live processes of session ``sid`` (zombies, already ended, left out)."""
+    import psutil
+
+    found = []
+    for proc in psutil.process_iter(["status"]):
+        try:
+            if os.getsid(proc.pid) == sid and proc.info["status"] != psutil.STATUS_ZOMBIE:
+                found.append(proc)
+        except (ProcessLookupError, PermissionError, psutil.Error):
+            pass
+    return found
+
+
+def run_cli_alone(*args, cwd, timeout=90, extra_env=None, settle=5.0):
+    """``run_cli`` in a session of its own, which must end within ``timeout`` s (a hang fails the test instead of
+    stalling the suite) and leave no process of that session alive: every child it started (environment workers,
+    DDP ranks, a collector) was joined or ended with it. Returns the finished process (returncode, stdout,
+    stderr); never checks the return code."""
+    import time
+
+    env = dict(os.environ, PYTHONUNBUFFERED="1", PYTHONPATH=os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]))
+    proc = subprocess.Popen([sys.executable, "-m", "lit_ppo", *map(str, args)], cwd=cwd, env={**env, **(extra_env or {})},
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        stdout, stderr = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        left = session_processes(proc.pid)
+        for p in left:
+            p.kill()
+        stdout, stderr = proc.communicate()
+        raise AssertionError(f"python -m lit_ppo {' '.join(map(str, args))} still ran after {timeout} s "
+                             f"({len(left)} process(es) in its session)\nstderr:\n{stderr[-3000:]}")
+    deadline = time.monotonic() + settle
+    while (left := session_processes(proc.pid)) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    for p in left:
+        p.kill()
+    assert not left, f"{len(left)} process(es) outlived the run: {[p.cmdline() for p in left]}\n{stderr[-3000:]}"
+    return subprocess.CompletedProcess(proc.args, proc.returncode, stdout, stderr)
+
+
+@pytest.fixture
+def no_child_left():
+    """Asserts, after the test, that every child process the test's own process started has ended (checked after a
+    few seconds of grace): for in-process runs (``cli_in_process``) that start environment workers."""
+    import time
+
+    import psutil
+
+    me = psutil.Process()
+    before = {p.pid for p in me.children(recursive=True)}
+    yield
+    deadline = time.monotonic() + 5.0
+    while (left := [p for p in me.children(recursive=True) if p.pid not in before and p.is_running()
+                    and p.status() != psutil.STATUS_ZOMBIE]) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    for p in left:
+        p.kill()
+    assert not left, f"{len(left)} child process(es) outlived the test: {[p.cmdline() for p in left]}"
+
+
 def wait_for_file(path: Path, proc: subprocess.Popen, timeout: float = 120) -> None:
     """Wait until ``path`` exists while ``proc`` runs (a checkpoint to appear before a signal is sent)."""
     import time

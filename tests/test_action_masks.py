@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from lit_ppo import PPODataModule, PPOModule
-from lit_ppo.distributions import BernoulliHead, CategoricalHead, MultiCategoricalHead
+from lit_ppo.distributions import BernoulliHead, CategoricalHead, MultiCategoricalHead, exponential_race
 from tests import masked_envs
 
 ENV = "tests.masked_envs:LitPPOTest/InvalidActions-v0"
@@ -28,6 +28,16 @@ def test_masked_categorical_by_hand():
     assert head.mode(masked).item() == 1  # the best valid action, not 2
     samples = torch.stack([head.sample(masked, torch.Generator().manual_seed(i)) for i in range(400)])
     assert 2 not in samples.tolist()
+
+
+def test_a_zero_exponential_draw_never_picks_a_masked_action():
+    # The CPU's exponential draw can be exactly 0. For a masked action (p = 0) that was 0 / 0 = NaN, and argmax
+    # takes a NaN as the largest value: the invalid action was sampled.
+    probs = torch.tensor([[0.0, 0.5, 0.5], [0.2, 0.0, 0.8]])
+    race = torch.tensor([[0.0, 1.0, 2.0], [3.0, 0.0, 1.0]])
+    assert exponential_race(probs, race).tolist() == [1, 2]  # the largest p / E among the valid ones
+    # a zero draw for a valid action wins the race (p / E is +huge), as E -> 0 would
+    assert exponential_race(torch.tensor([[0.1, 0.9]]), torch.tensor([[0.0, 1.0]])).tolist() == [0]
 
 
 def test_masked_multi_discrete_and_multi_binary_by_hand():

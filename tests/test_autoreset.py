@@ -85,3 +85,49 @@ def test_a_reset_step_counts_nowhere_in_the_loss_or_the_advantage_normalization(
     # by hand on the real samples: ratio 1 -> surrogate -mean(A) = -2; value 0.5 * mean((0 - 1)^2) = 0.5
     assert weighted.policy.item() == pytest.approx(-2.0) and weighted.value.item() == pytest.approx(0.5)
     assert weighted.entropy.item() == pytest.approx(1.0) and weighted.clip_fraction.item() == 0.0
+
+
+class ScaleRecorder(CountingValuePolicy):
+    """CountingValuePolicy that records the returns a rollout gives its reward scaling (and leaves rewards as they
+    are)."""
+
+    def __init__(self):
+        self.returns = []
+
+    def scale_rewards(self, rewards, returns=None):
+        self.returns.append(returns.clone())
+        return rewards
+
+
+def test_the_first_rollouts_reward_scale_comes_from_the_real_transitions_only():
+    # Per episode: rewards 1, 1, 1 (gamma 0.5: running returns 1, 1.5, 1.75), then the reset step (reward 0,
+    # running return 0), which is no transition of any episode.
+    envs = gym.wrappers.vector.RecordEpisodeStatistics(counters(2, AutoresetMode.NEXT_STEP.value))
+    collector = RolloutCollector(envs, 8, GAMMA, LAMBDA, seed=0, generator=torch.Generator().manual_seed(0),
+                                 normalize_reward=True)
+    policy = ScaleRecorder()
+    data = collector.collect(policy)
+    collector.close()
+    [returns] = policy.returns
+    torch.testing.assert_close(returns, torch.tensor([1.0, 1.0, 1.5, 1.5, 1.75, 1.75] * 2))  # step-major, 2 envs
+    torch.testing.assert_close(data["reward_returns"], returns)
+
+
+def test_observation_statistics_are_over_the_real_transitions_only(tmp_path):
+    # Next-step autoreset: each counter's inputs are 0, 1, 2, then 3 at the reset step (the final observation),
+    # so 8 steps give 0, 1, 2, 3, 0, 1, 2, 3 per env. The real transitions' observations 0, 1, 2, 0, 1, 2 have
+    # mean 1 and (population) variance 2/3; with the reset steps they would be 1.5 and 1.25.
+    import lightning as L
+
+    from lit_ppo import PPODataModule, PPOModule
+
+    dm = PPODataModule("LitPPOTest/Counter-v0", vectorization="tests.vector_envs.counters", num_envs=2,
+                       num_steps=8, total_timesteps=16, minibatch_size=16, update_epochs=1, normalize_obs=True,
+                       normalize_reward=False, eval_episodes=2, seed=0)
+    model = PPOModule(env_spec=dm.env_spec, hidden_sizes=[8])
+    L.Trainer(max_epochs=-1, logger=False, enable_checkpointing=False, enable_progress_bar=False,
+              enable_model_summary=False, default_root_dir=tmp_path).fit(model, dm)
+    rms = model.policy.encoder.obs_rms
+    assert rms.count.item() == 12
+    assert rms.mean.item() == pytest.approx(1.0, abs=1e-12)
+    assert rms.var.item() == pytest.approx(2 / 3, abs=1e-12)

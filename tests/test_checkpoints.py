@@ -136,7 +136,19 @@ def test_checkpoint_of_another_environment_is_named_before_training(cli_in_proce
     ckpt, digest = trained
     proc = cli_in_process(command, *BASE, "--data.env_id", "Acrobot-v1", "--ckpt_path", ckpt, "--trainer.logger",
                           "false", cwd=tmp_path)
-    _fails_cleanly(proc, str(ckpt), "observation space", "[4]", "[6]", "action space")
+    # the environment is named first (not a setting that follows from it, such as its spaces or statistics)
+    _fails_cleanly(proc, str(ckpt), "trained on 'CartPole-v1'", "sets data.env_id 'Acrobot-v1'")
+    assert sha(ckpt) == digest
+
+
+def test_checkpoint_of_another_environment_resumed_as_last_names_the_spaces(cli_in_process, tmp_path, trained):
+    # `--ckpt_path last` continues this config's run: the config decides, and a checkpoint that does not fit is named
+    ckpt, digest = trained
+    (tmp_path / "runs/cartpole/checkpoints").mkdir(parents=True)
+    (tmp_path / "runs/cartpole/checkpoints/last.ckpt").write_bytes(ckpt.read_bytes())
+    proc = cli_in_process("fit", *BASE, "--data.env_id", "Acrobot-v1", "--ckpt_path", "last", "--trainer.logger",
+                          "false", cwd=tmp_path)
+    _fails_cleanly(proc, "observation space", "[4]", "[6]", "action space")
     assert sha(ckpt) == digest
 
 

@@ -131,9 +131,8 @@ def test_cuda_learner_with_each_actor_placement(cli, tmp_path, actor_device):
     assert len(rows) == 10 and all(math.isfinite(float(r["losses/value"])) for r in rows)
 
 
-def test_profile_table_prints_a_row_per_run_with_its_claim(cli, tmp_path):
+def test_profile_table_prints_a_measured_row_per_run(cli, tmp_path):
     out = cli("profile", "--rows", "mlp64", "--compile", "off", "--iterations", "3", "--data.num_steps", "8",
               "--data.minibatch_size", "64", cwd=tmp_path).stdout
     row = next(line for line in out.splitlines() if line.startswith("mlp64")).split()
-    assert row[:4] == ["mlp64", "all-cpu", "off", "32-true"] and float(row[4]) > 0 and row[5] == "1.00x"
-    assert "all-CPU best (1.2-1.5x)" in out
+    assert row == ["mlp64", "all-cpu", "off", "32-true", row[4], "1.00x"] and float(row[4]) > 0  # figures only

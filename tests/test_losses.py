@@ -54,3 +54,29 @@ def test_advantage_normalization_and_the_single_sample_guard():
 def test_explained_variance():
     assert explained_variance(torch.tensor([1.0, 2.0, 4.0]), torch.tensor([1.0, 2.0, 3.0])) == pytest.approx(2 / 3)
     assert math.isnan(explained_variance(torch.zeros(3), torch.ones(3)))
+
+
+def test_the_value_clip_range_is_its_own_and_is_not_annealed():
+    # clip_vloss: a number is the value clip range (SB3's clip_range_vf); true is clip_coef as configured
+    # (CleanRL's); with anneal_clip the policy's clip shrinks, the value clip range does not.
+    from lit_ppo import PPODataModule, PPOModule
+    from lit_ppo.objective import Minibatch
+
+    spec = PPODataModule("CartPole-v1", num_envs=1, num_steps=8, minibatch_size=8).env_spec
+    gen = torch.Generator().manual_seed(0)
+    obs, actions = torch.randn(6, 4, generator=gen), torch.tensor([0, 1, 1, 0, 1, 0])
+    for clip_vloss, expected_range in ((0.5, 0.5), (True, 0.2), (False, None)):
+        torch.manual_seed(0)
+        model = PPOModule(env_spec=spec, clip_coef=0.2, anneal_clip=True, clip_vloss=clip_vloss)
+        with torch.no_grad():
+            logprob, entropy, new_values = model.policy.evaluate(obs, actions)
+        old_values, returns = new_values + torch.tensor([0.6, -0.45, 0.3, -0.1, 0.25, 0.0]), new_values + 1.0
+        mb = Minibatch(obs, actions, logprob, old_values, torch.ones(6), returns)
+        _, terms = model.objective(mb, clip_coef=0.05)  # the policy clip annealed to a quarter
+        # by hand: new = old - d, clipped = old - clamp(d, -range, range) = new + d - clamp(d); returns = new + 1
+        d = torch.tensor([0.6, -0.45, 0.3, -0.1, 0.25, 0.0])
+        error = torch.ones(6)  # (new - returns)^2
+        if expected_range is not None:
+            clipped_error = (d - d.clamp(-expected_range, expected_range) - 1.0) ** 2
+            error = torch.max(error, clipped_error)
+        assert terms[1].item() == pytest.approx(0.5 * error.mean().item(), rel=1e-5), clip_vloss

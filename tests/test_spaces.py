@@ -391,6 +391,30 @@ def test_statistics_pooled_across_ranks_equal_those_of_all_the_data(tmp_path):
         torch.testing.assert_close(var, everything.var(0, unbiased=False), rtol=0, atol=1e-4)
 
 
+def test_running_statistics_equal_float64_statistics_of_the_whole_stream():
+    # SB3's RunningMeanStd (float64 numpy, the same parallel merge) and the direct float64 moments of everything
+    # seen agree to ~1e-15; so must these, on a stream of batches of different sizes, scales and offsets.
+    rng = np.random.default_rng(0)
+    batches = [rng.normal(loc, scale, size=(n, 3)).astype(np.float32)
+               for loc, scale, n in ((5.0, 0.1, 7), (-3.0, 20.0, 1), (1e4, 1.0, 300), (0.0, 1e-3, 64), (2.0, 5.0, 2))]
+    rms = RunningMeanStd((3,))
+    for batch in batches:
+        rms.update(torch.from_numpy(batch))
+    everything = np.concatenate(batches).astype(np.float64)
+    assert rms.mean.dtype == rms.var.dtype == rms.count.dtype == torch.float64
+    assert rms.count.item() == everything.shape[0]
+    np.testing.assert_allclose(rms.mean.numpy(), everything.mean(0), rtol=1e-12, atol=0)
+    np.testing.assert_allclose(rms.var.numpy(), everything.var(0), rtol=1e-12, atol=0)
+
+
+def test_running_statistics_count_exactly_past_float32s_integer_range():
+    rms = RunningMeanStd(())
+    rms.update(torch.zeros(2**24))
+    rms.update(torch.ones(1))  # a float32 count stays at 2^24 here: 2^24 + 1 is not a float32
+    assert rms.count.item() == 2**24 + 1
+    assert rms.mean.item() == pytest.approx(1 / (2**24 + 1), rel=1e-12)
+
+
 # -- environments from config ---------------------------------------------------------------------------------
 USER_ENV = '''
 import gymnasium as gym

@@ -7,6 +7,7 @@ import torch
 
 from lit_ppo import PPODataModule, PPOModule
 from lit_ppo.errors import ConfigError
+from lit_ppo.losses import LOSS_NAMES
 
 ITERATIONS, EPOCHS, MINIBATCHES = 3, 2, 4
 
@@ -33,11 +34,11 @@ class Recording(PPOModule):
         self.norms.append((before, _total_norm(self)))
 
 
-def _fit(tmp_path, model_kwargs=None, **trainer_kwargs):
+def _fit(tmp_path, model_kwargs=None, module_class=None, **trainer_kwargs):
     torch.manual_seed(0)
     dm = PPODataModule("CartPole-v1", num_envs=4, num_steps=16, total_timesteps=64 * ITERATIONS,
                        update_epochs=EPOCHS, minibatch_size=64 // MINIBATCHES, seed=0)
-    model = Recording(env_spec=dm.env_spec, hidden_sizes=[16], lr=0.01, anneal_lr=True, **(model_kwargs or {}))
+    model = (module_class or Recording)(env_spec=dm.env_spec, hidden_sizes=[16], lr=0.01, anneal_lr=True, **(model_kwargs or {}))
     trainer = L.Trainer(max_epochs=-1, logger=False, enable_checkpointing=False, enable_progress_bar=False,
                         enable_model_summary=False, default_root_dir=tmp_path, **trainer_kwargs)
     trainer.fit(model, dm)
@@ -74,11 +75,53 @@ def test_trainer_gradient_clip_val_is_refused_naming_the_model_setting(tmp_path)
         _fit(tmp_path, gradient_clip_val=0.5)
 
 
-def test_target_kl_stops_a_rollouts_updates_early(tmp_path):
-    # The first minibatch of a rollout is scored by the acting weights (KL exactly 0); after one update the
-    # second minibatch's KL is positive, far above 1.5 * 1e-9, so each rollout stops after two steps.
-    model, trainer = _fit(tmp_path, model_kwargs={"target_kl": 1e-9})
-    assert trainer.global_step == 2 * ITERATIONS
+class RecordsKL(Recording):
+    """Records the approx KL of every minibatch the objective scores (before its update, if any is applied) and the
+    optimizer steps of each rollout."""
+
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        self.kls: list[list[float]] = []  # per rollout, per minibatch scored
+        self.steps: list[int] = []  # per rollout
+        objective = self.objective
+        kl_index = LOSS_NAMES.index("stats/approx_kl")
+
+        class Scored:
+            prepare = staticmethod(objective.prepare)
+
+            def __call__(_, minibatch, clip_coef):
+                loss, terms = objective(minibatch, clip_coef)
+                self.kls[-1].append(float(terms[kl_index]))
+                return loss, terms
+
+        self.objective = Scored()
+
+    def training_step(self, rollout, batch_idx):
+        self.kls.append([])
+        before = self.global_step
+        super().training_step(rollout, batch_idx)
+        self.steps.append(self.global_step - before)
+
+
+@pytest.mark.parametrize("target_kl", [1e-9, 2e-3, 1e-2])
+def test_target_kl_applies_the_updates_sb3s_rule_applies(tmp_path, target_kl):
+    # SB3's rule (ppo.py, train()): the minibatch's approx KL under the current weights is computed before its step;
+    # above 1.5 * target_kl that update is not applied and the rollout's remaining updates are skipped.
+    model, trainer = _fit(tmp_path, model_kwargs={"target_kl": target_kl}, module_class=RecordsKL)
+    expected = []
+    for kls in model.kls:
+        over = [i for i, kl in enumerate(kls) if kl > 1.5 * target_kl]
+        assert not over or over[0] == len(kls) - 1  # nothing was scored after the stop
+        expected.append(over[0] if over else EPOCHS * MINIBATCHES)
+    assert model.steps == expected, (model.kls, model.steps)
+    assert trainer.global_step == sum(expected)
+    assert model.kls[0][0] == 0.0  # the first minibatch is scored by the acting weights
+    if target_kl == 1e-9:  # any update moves the policy: exactly one applied per rollout
+        assert expected == [1] * ITERATIONS
+    if target_kl == 2e-3:  # the rule fires mid-rollout, where a running mean or a check after the step differ
+        assert any(1 < n < EPOCHS * MINIBATCHES for n in expected), model.kls
+    if target_kl == 1e-2:
+        assert EPOCHS * MINIBATCHES in expected, model.kls  # a rollout whose KL stayed under the threshold
 
 
 class CountsHooks(L.Callback):
@@ -135,3 +178,28 @@ def test_compiled_updates_match_eager_ones_on_cuda(tmp_path, mode, precision):
     tolerance = dict(rtol=1e-4, atol=1e-5) if precision == "32-true" else dict(rtol=2e-2, atol=2e-3)
     for (name, a), b in zip(eager.named_parameters(), compiled.parameters()):
         torch.testing.assert_close(a, b, msg=name, **tolerance)
+
+
+def test_only_the_first_compiled_call_may_fall_back_to_eager():
+    # A failure while compiling (the first call) falls back with a warning; after a compiled call has run, an
+    # error is the training's own and must be raised, with compile left on.
+    import warnings
+
+    from lit_ppo.networks import ActorCritic
+    from lit_ppo.objective import Minibatch, PPOObjective
+    from lit_ppo.spaces import spec_from_dict
+
+    spec = PPODataModule("CartPole-v1", num_envs=1, num_steps=8, minibatch_size=8).env_spec
+    policy = ActorCritic(spec_from_dict(spec["observation"]), spec_from_dict(spec["action"]), [8])
+    objective = PPOObjective(policy, 0.5, 0.0, compile=True)
+    n = 8
+    good = Minibatch(torch.randn(n, 4), torch.zeros(n, dtype=torch.long), torch.zeros(n), torch.zeros(n),
+                     torch.randn(n), torch.zeros(n))
+    loss, _ = objective(good, 0.2)
+    assert objective.compiled is not None and torch.isfinite(loss)
+    bad = good._replace(obs=torch.randn(n, 5))  # the wrong observation width: a genuine error in training
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UserWarning)  # no "torch.compile failed ... eagerly" warning
+        with pytest.raises(Exception, match=r"5|shape|size"):
+            objective(bad, 0.2)
+    assert objective.compiled is not None
