@@ -9,8 +9,9 @@ deterministic episodes of fresh environments; results are appended to ``--out`` 
 Arms: ``lit_defaults`` (the package as it is), ``lit_cleanrl`` (the package defaults before 82ebf41: CleanRL's
 CartPole settings), ``lit_sb3like`` (SB3's defaults on lit_ppo with 4 envs: 4 x 512 steps, minibatches of 64, 10
 epochs, lr 3e-4 constant, no entropy bonus, no normalization), ``lit_sb3`` (the same with SB3's value-loss weight,
-``vf_coef`` 1.0), ``lit_1env`` / ``lit_no_obs_norm`` / ``lit_no_reward_norm`` (the package defaults with one
-of their differences from SB3's undone: one env x 2,048 steps, no observation normalization, no reward scaling),
+``vf_coef`` 1.0), ``lit_1env`` / ``lit_no_obs_norm`` / ``lit_no_reward_norm`` / ``lit_vf1`` (the package defaults with one
+of their differences from SB3's undone: one env x 2,048 steps, no observation normalization, no reward scaling,
+SB3's value-loss weight), ``lit_anneal`` (the defaults with the learning rate annealed to 0, a candidate fix),
 ``sb3`` (SB3's ``PPO("MlpPolicy")`` with its defaults on one env, as SB3's docs run it). Needs the
 bench extra (and box2d for LunarLander). The study behind today's defaults: ``docs/results.md``, "Package defaults".
 """
@@ -41,6 +42,8 @@ ARMS = {
     "lit_1env": ["--data.num_envs", "1", "--data.num_steps", "2048"],  # SB3's one env x 2,048 steps
     "lit_no_obs_norm": ["--data.normalize_obs", "false"],
     "lit_no_reward_norm": ["--data.normalize_reward", "false"],
+    "lit_vf1": ["--model.vf_coef", "1.0"],  # SB3's value weight (its vf_coef 0.5 multiplies the plain MSE)
+    "lit_anneal": ["--model.anneal_lr", "true"],  # the learning rate annealed linearly to 0 (CleanRL's continuous)
     "sb3": None,
 }
 EVAL_EPISODES = 20

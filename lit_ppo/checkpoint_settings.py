@@ -15,10 +15,10 @@ a checkpoint file, and said on stderr. ``--ckpt_path last`` continues this confi
 a checkpoint that does not fit it is refused (:func:`lit_ppo.checkpointing.check_compatible`).
 """
 
-import os
 from typing import Any, Optional
 
 from lit_ppo.checkpointing import ARCHITECTURE_KEYS, CheckpointError, check_compatible, plain
+from lit_ppo.config_checks import parsed_configs
 
 # Data settings that the policy's meaning depends on, with how a checkpoint's env_spec holds them.
 POLICY_DATA_KEYS = ("env_id", "normalize_obs", "normalize_reward", "action_masks")
@@ -27,26 +27,12 @@ POLICY_DATA_KEYS = ("env_id", "normalize_obs", "normalize_reward", "action_masks
 def explicit_settings(args: Optional[list[str]]) -> set[str]:
     """The dotted keys (``model.recurrent``, ``data.env_id``, ...) that a command line ``args`` sets: on the command
     line itself or in a config file it names (``--config FILE``, a YAML string also works)."""
-    import yaml  # jsonargparse's dependency
-
     keys: set[str] = set()
-    args = [str(a) for a in args or []]
-    for i, arg in enumerate(args):
-        if not arg.startswith("--"):
-            continue
-        name, has_value, value = arg[2:].partition("=")
-        if name in ("config", "c"):
-            source = value if has_value else (args[i + 1] if i + 1 < len(args) else "")
-            try:
-                text = open(source).read() if os.path.isfile(source) else source
-                config = yaml.safe_load(text)
-            except (OSError, yaml.YAMLError):
-                continue  # the parser itself names a config it cannot read
-            for section, body in (config or {}).items() if isinstance(config, dict) else ():
-                keys.add(str(section))
-                keys.update(f"{section}.{key}" for key in (body if isinstance(body, dict) else {}))
-        else:
-            keys.add(name)
+    for config in parsed_configs(args):
+        for section, body in config.items():
+            keys.add(str(section))
+            keys.update(f"{section}.{key}" for key in (body if isinstance(body, dict) else {}))
+    keys.update(str(arg)[2:].partition("=")[0] for arg in args or [] if str(arg).startswith("--"))
     return keys
 
 

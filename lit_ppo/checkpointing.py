@@ -17,6 +17,7 @@ import lightning as L
 import numpy as np
 import torch
 from lightning.pytorch.callbacks import Checkpoint, ModelCheckpoint
+from lightning.pytorch.plugins.io import TorchCheckpointIO
 from lightning.pytorch.utilities import rank_zero_info
 
 from lit_ppo.errors import ConfigError
@@ -52,12 +53,30 @@ def check_checkpoint_file(path: Optional[str]) -> Optional[dict[str, Any]]:
             raise ValueError("not a torch checkpoint archive")
         checkpoint = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as err:
-        raise CheckpointError(f"ckpt_path: checkpoint file {path} is corrupt or not a Lightning checkpoint "
-                              f"({type(err).__name__}: {str(err).splitlines()[0][:200]}). Use an earlier "
-                              "checkpoint.") from None
+        raise corrupt(path, err) from None
     if not isinstance(checkpoint, dict) or "state_dict" not in checkpoint:
         raise CheckpointError(f"ckpt_path: {path} holds no Lightning checkpoint (no 'state_dict').")
     return checkpoint
+
+
+def corrupt(path: Any, err: BaseException) -> CheckpointError:
+    return CheckpointError(f"ckpt_path: checkpoint file {path} is corrupt or not a Lightning checkpoint "
+                           f"({type(err).__name__}: {str(err).splitlines()[0][:200]}). Use an earlier checkpoint.")
+
+
+class CheckedCheckpointIO(TorchCheckpointIO):
+    """Lightning's checkpoint reading, with a file that cannot be read named as :func:`check_checkpoint_file` names
+    it: the CLI checks a checkpoint when it parses the command line, and the Trainer reads it again later (a file
+    that changed in between gave torch's ``PytorchStreamReader`` traceback)."""
+
+    def load_checkpoint(self, path, *args: Any, **kwargs: Any) -> dict[str, Any]:
+        try:
+            return super().load_checkpoint(path, *args, **kwargs)
+        except FileNotFoundError:
+            raise CheckpointError(f"ckpt_path: checkpoint file {path} does not exist (any more). Check the path.") \
+                from None
+        except Exception as err:
+            raise corrupt(path, err) from None
 
 
 def check_fresh_checkpoint_dirs(trainer: "L.Trainer", resuming: bool) -> None:

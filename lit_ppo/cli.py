@@ -16,10 +16,11 @@ from lightning.pytorch.cli import LightningCLI, SaveConfigCallback
 from lightning.pytorch.utilities import rank_zero_only, rank_zero_warn
 
 from lit_ppo.callbacks import default_callbacks
-from lit_ppo.data import PPODataModule
 from lit_ppo.checkpoint_settings import (POLICY_DATA_KEYS, data_settings_from_checkpoint, explicit_settings,
                                         model_settings_from_checkpoint)
-from lit_ppo.checkpointing import check_checkpoint_file, check_fresh_checkpoint_dirs
+from lit_ppo.checkpointing import CheckedCheckpointIO, check_checkpoint_file, check_fresh_checkpoint_dirs
+from lit_ppo.config_checks import check_command_line
+from lit_ppo.data import PPODataModule
 from lit_ppo.errors import ConfigError, EnvStepError, NonFiniteError
 from lit_ppo.module import PPOModule
 
@@ -130,6 +131,8 @@ class PPOCLI(LightningCLI):
         configured = trainer_config.get("callbacks") or []
         configured = list(configured) if isinstance(configured, list) else [configured]
         added = default_callbacks(self.subcommand, trainer_config, configured)
+        if not trainer_config.get("plugins"):  # a checkpoint that cannot be read is named (checkpointing.py)
+            kwargs.setdefault("plugins", [CheckedCheckpointIO()])
         return super().instantiate_trainer(**{"callbacks": configured + added, **kwargs})
 
 
@@ -163,8 +166,9 @@ def instantiate(args: list[str]) -> PPOCLI:
     _quiet_known_warnings("fit")
     # The tool's own command line is in sys.argv; the fit's is `args`, on purpose.
     warnings.filterwarnings("ignore", message=".*args parameter is intended to run from within Python.*")
-    return PPOCLI(PPOModule, PPODataModule, args=resolve_config_paths(args), run=False, save_config_callback=None,
-                  **CLI_DEFAULTS)
+    args = resolve_config_paths(args)
+    check_command_line(args)
+    return PPOCLI(PPOModule, PPODataModule, args=args, run=False, save_config_callback=None, **CLI_DEFAULTS)
 
 
 def resolve_config_paths(args: list[str]) -> list[str]:
@@ -235,6 +239,7 @@ def main(args: Optional[list[str]] = None) -> None:
     else:
         args = resolve_config_paths(args)
     try:
+        check_command_line(sys.argv[1:] if args is None else args)
         PPOCLI(PPOModule, PPODataModule, args=args, run_subcommand=argv[0] if argv else None,
                save_config_callback=SaveConfigKeepingYours, save_config_kwargs={"overwrite": True}, **CLI_DEFAULTS)
     except MisconfigurationException as err:  # every rank meets the same configuration: said once

@@ -50,13 +50,9 @@ trainer:
 
 
 def run_cli(*args, cwd, timeout=300, check=True, extra_env=None):
-    """Run ``python -m lit_ppo ...`` in a fresh process, as a user would."""
-    # The repository root on the path lets the CLI import test environments (tests.faulty_envs).
-    env = dict(os.environ, PYTHONUNBUFFERED="1", PYTHONPATH=os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]))
-    proc = subprocess.run(
-        [sys.executable, "-m", "lit_ppo", *map(str, args)], cwd=cwd, env={**env, **(extra_env or {})}, capture_output=True, text=True,
-        timeout=timeout,
-    )
+    """Run ``python -m lit_ppo ...`` in a fresh process, as a user would (:func:`run_cli_alone`: in a session of its
+    own, which must leave no process behind)."""
+    proc = run_cli_alone(*args, cwd=cwd, timeout=timeout, extra_env=extra_env)
     if check and proc.returncode != 0:
         raise AssertionError(f"exit {proc.returncode}\nstdout:\n{proc.stdout[-3000:]}\nstderr:\n{proc.stderr[-5000:]}")
     return proc
@@ -76,13 +72,14 @@ def session_processes(sid: int) -> list:
     return found
 
 
-def run_cli_alone(*args, cwd, timeout=90, extra_env=None, settle=5.0):
+def run_cli_alone(*args, cwd, timeout=300, extra_env=None, settle=5.0):
     """``run_cli`` in a session of its own, which must end within ``timeout`` s (a hang fails the test instead of
     stalling the suite) and leave no process of that session alive: every child it started (environment workers,
     DDP ranks, a collector) was joined or ended with it. Returns the finished process (returncode, stdout,
     stderr); never checks the return code."""
     import time
 
+    # The repository root on the path lets the CLI import test environments (tests.faulty_envs).
     env = dict(os.environ, PYTHONUNBUFFERED="1", PYTHONPATH=os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]))
     proc = subprocess.Popen([sys.executable, "-m", "lit_ppo", *map(str, args)], cwd=cwd, env={**env, **(extra_env or {})},
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)

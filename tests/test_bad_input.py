@@ -3,6 +3,9 @@
 import pytest
 import torch
 
+# Each case's in-process run must leave no child process behind (tests/conftest.py).
+pytestmark = pytest.mark.usefixtures("no_child_left")
+
 # A user's environment module in the working directory, with an observation space lit_ppo does not support.
 TEXT_ENV = """
 import gymnasium as gym

@@ -30,6 +30,7 @@ import torch
 from torch import Tensor, nn
 
 from lit_ppo.errors import ConfigError
+from lit_ppo.tools.outputs import check_writable
 
 FORMATS = {"onnx": ".onnx", "torchscript": ".pt"}
 SINGLE = ("sync", "async")  # vectorizations whose env id makes one gymnasium env (for the episode check)
@@ -66,7 +67,7 @@ def deployed(policy: nn.Module, deterministic: bool = True) -> DeployedPolicy:
     return (DeployedRecurrentPolicy if policy.state_size else DeployedPolicy)(policy, deterministic).eval()
 
 
-def load_policy(ckpt_path: Path):
+def load_for_export(ckpt_path: Path):
     """The checkpoint's ``ActorCritic`` (CPU, eval mode), a batch of 2 example observations of its env, example
     action masks (None for a policy trained without them) and the data settings it was trained with."""
     if not ckpt_path.is_file():
@@ -78,11 +79,10 @@ def load_policy(ckpt_path: Path):
         module = PPOModule.load_from_checkpoint(ckpt_path, map_location="cpu")
     except Exception as err:
         raise ExportError(f"{ckpt_path}: not a lit_ppo checkpoint ({type(err).__name__}: {err})") from err
-    data = checkpoint.get("datamodule_hyper_parameters") or {}
-    env_id = data.get("env_id") or module.hparams.env_spec["env_id"]
+    data = dict(checkpoint.get("datamodule_hyper_parameters") or {})
+    data.setdefault("env_id", module.hparams.env_spec["env_id"])
     policy = module.policy.eval()
-    example = example_observations(env_id, data.get("env_kwargs"), data.get("wrappers"),
-                                   vectorization=data.get("vectorization", "sync"), num_envs=data.get("num_envs", 1))
+    example = example_observations(data)
     mask = None
     if module.hparams.env_spec.get("action_masks"):
         # Row 0 allows everything, row 1 all but the first choice of each component: the check sees masks at work.
@@ -91,20 +91,13 @@ def load_policy(ckpt_path: Path):
     return policy, example, mask, data
 
 
-def example_observations(env_id: str, env_kwargs=None, wrappers=None, batch: int = 2, vectorization="sync",
-                         num_envs: int = 1) -> Tensor:
-    """Observations sampled from the env's space, converted exactly as rollouts convert them; the space is that of
-    the vector env training used where it was not sync/async (EnvPool, a user's factory: no gymnasium id needed)."""
-    from lit_ppo.envs import make_env, make_vector_env
+def example_observations(data: dict, batch: int = 2) -> Tensor:
+    """Observations sampled from the space of the environment of the data settings ``data`` (the one
+    :func:`lit_ppo.load_policy` reads), converted exactly as rollouts convert them."""
+    from lit_ppo.policy import env_spaces
     from lit_ppo.spaces import batch_observations
 
-    if vectorization in ("sync", "async"):
-        env = make_env(env_id, env_kwargs, wrappers)
-        space = env.observation_space
-    else:
-        env = make_vector_env(env_id, num_envs, vectorization, env_kwargs, wrappers)
-        space = env.single_observation_space
-    env.close()
+    space, _ = env_spaces(data)
     space.seed(0)
     samples = [space.sample() for _ in range(batch)]  # batch >= 2: torch.export specializes a batch of 1
     return batch_observations(samples, space)
@@ -182,7 +175,7 @@ def run_exported(path: Path, fmt: str, obs: Tensor, mask: Optional[Tensor] = Non
 
 def export(ckpt_path: Path, fmt: str, output: Path, deterministic: bool = True) -> str:
     """Writes the policy to ``output``; returns a one-line description of its input and output."""
-    policy, example, mask, data = load_policy(ckpt_path)
+    policy, example, mask, data = load_for_export(ckpt_path)
     model = deployed(policy, deterministic)
     with torch.no_grad():
         inputs = model_inputs(model, example, mask)
@@ -242,6 +235,7 @@ def main(argv: list[str]) -> int:
     args = parser.parse_args(argv)
     output = args.output or args.ckpt_path.with_suffix(FORMATS[args.format])
     try:
+        check_writable(output, "--output")  # before the export's work, and before anything is written
         signature = export(args.ckpt_path, args.format, output, deterministic=not args.stochastic)
     except (ExportError, ConfigError) as err:
         print(f"lit_ppo export: error: {err}", file=sys.stderr)

@@ -30,7 +30,8 @@ from typing import Any, Optional
 import lightning as L
 import yaml
 
-from lit_ppo.errors import ConfigError
+from lit_ppo.errors import ConfigError, require
+from lit_ppo.tools.outputs import check_writable
 
 NUM_STEPS = [16, 32, 64, 128, 256, 512]
 MINIBATCHES = [1, 2, 4, 8]
@@ -139,6 +140,17 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--out", type=Path, help="the best trial's config (default: <study-name>_best.yaml)")
     parser.add_argument("--seed", type=int, default=0, help="the sampler's seed")
     args, overrides = parser.parse_known_args(argv)
+    name = args.study_name or Path(args.config).stem
+    out = args.out or Path(f"{name}_best.yaml")
+    try:  # what cannot work is said before any trial runs: the best config would otherwise be lost after them
+        require(args.trials >= 1, "--trials",
+                f"must be at least 1 (the trials the study should have), got {args.trials}.")
+        require(args.eval_every >= 1, "--eval-every",
+                f"must be at least 1 (iterations between a trial's evaluations), got {args.eval_every}.")
+        check_writable(out, "--out")
+    except ConfigError as err:
+        print(f"lit_ppo tune: error: {err}", file=sys.stderr)
+        return 2
     try:
         import optuna
     except ImportError:
@@ -152,11 +164,15 @@ def main(argv: list[str]) -> int:
     except ConfigError as err:
         print(f"lit_ppo tune: error: {err}", file=sys.stderr)
         return 2
-    name = args.study_name or Path(args.config).stem
-    out = args.out or Path(f"{name}_best.yaml")
-    study = optuna.create_study(study_name=name, storage=args.storage, load_if_exists=True, direction="maximize",
-                                sampler=optuna.samplers.TPESampler(seed=args.seed),
-                                pruner=optuna.pruners.MedianPruner(n_startup_trials=2))
+    try:
+        study = optuna.create_study(study_name=name, storage=args.storage, load_if_exists=True, direction="maximize",
+                                    sampler=optuna.samplers.TPESampler(seed=args.seed),
+                                    pruner=optuna.pruners.MedianPruner(n_startup_trials=2))
+    except Exception as err:  # optuna's and sqlalchemy's errors for a URL or database they cannot use
+        print(f"lit_ppo tune: error: --storage: {args.storage!r} cannot hold the study ({type(err).__name__}: "
+              f"{str(err).splitlines()[0][:200]}); give an Optuna storage URL such as sqlite:///tune.db (a file "
+              "in a writable directory).", file=sys.stderr)
+        return 2
     finished = (optuna.trial.TrialState.COMPLETE, optuna.trial.TrialState.PRUNED)
     done = len(study.get_trials(states=finished))
     print(f"lit_ppo tune: study {name!r} in {args.storage}: {done} of {args.trials} trials finished")

@@ -1,0 +1,69 @@
+"""What is checked on the command line and its config files before LightningCLI parses them: files that are not
+YAML (jsonargparse would name ``"<unicode string>", line 2`` instead of the file) and logger classes that do not
+import (jsonargparse would print a type dump without the fix)."""
+
+import importlib
+import os
+from typing import Any, Iterator, Optional
+
+import yaml  # jsonargparse's dependency
+
+from lit_ppo.errors import ConfigError
+
+LOGGERS = "TensorBoardLogger, CSVLogger, MLFlowLogger, WandbLogger, CometLogger, NeptuneLogger"
+
+
+def config_files(args: Optional[list[str]]) -> Iterator[tuple[str, str]]:
+    """``(name, text)`` of each ``--config`` a command line gives: a file's path and content, or a YAML string."""
+    args = [str(a) for a in args or []]
+    for i, arg in enumerate(args):
+        name, has_value, value = arg.partition("=")
+        if name not in ("--config", "-c"):
+            continue
+        source = value if has_value else (args[i + 1] if i + 1 < len(args) else "")
+        if os.path.isfile(source):
+            with open(source) as f:
+                yield source, f.read()
+        else:
+            yield "the --config string", source
+
+
+def parsed_configs(args: Optional[list[str]]) -> Iterator[dict[str, Any]]:
+    """Each ``--config`` of ``args`` parsed (a file that is not YAML raises :class:`ConfigError` naming it)."""
+    for name, text in config_files(args):
+        try:
+            config = yaml.safe_load(text)
+        except yaml.YAMLError as err:
+            mark = getattr(err, "problem_mark", None)
+            where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+            tab = " YAML indents with spaces only: replace the tab(s)." if "\t" in text else ""
+            raise ConfigError(f"--config {name}: not valid YAML{where}: {getattr(err, 'problem', None) or err}."
+                              f"{tab}") from None
+        if isinstance(config, dict):
+            yield config
+
+
+def check_command_line(args: Optional[list[str]]) -> None:
+    """The config files parse, and every logger class named (in them or as ``--trainer.logger``) imports."""
+    paths = []
+    for config in parsed_configs(args):
+        logger = (config.get("trainer") or {}).get("logger") if isinstance(config.get("trainer"), dict) else None
+        for entry in logger if isinstance(logger, list) else [logger]:
+            paths.append(entry.get("class_path") if isinstance(entry, dict) else entry)
+    args = [str(a) for a in args or []]
+    for i, arg in enumerate(args):
+        name, has_value, value = arg.partition("=")
+        if name in ("--trainer.logger", "--trainer.logger.class_path"):
+            paths.append(value if has_value else (args[i + 1] if i + 1 < len(args) else None))
+    for path in paths:
+        if isinstance(path, str) and "." in path and not path.lstrip().startswith(("{", "[")):
+            _check_importable(path)
+
+
+def _check_importable(class_path: str) -> None:
+    module, _, name = class_path.rpartition(".")
+    try:
+        getattr(importlib.import_module(module), name)
+    except (ImportError, AttributeError) as err:
+        raise ConfigError(f"trainer.logger: cannot import {class_path} ({type(err).__name__}: {err}). Lightning's "
+                          f"loggers are lightning.pytorch.loggers.{{{LOGGERS}}}; false logs nothing.") from None
