@@ -4,7 +4,7 @@ own defaults, on several environments, one process at a time. Each run's final p
 deterministic episodes of fresh environments; results are appended to ``--out`` (JSON lines) and a finished
 (arm, env, seed) is skipped, so an interrupted study resumes. Prints a table of mean evaluation returns per arm.
 
-    python benchmarks/defaults.py --envs LunarLander-v3:1000000 Acrobot-v1:500000 --seeds 1 [--arms ...]
+    python benchmarks/defaults.py [--envs LunarLanderContinuous-v3:1000000 ...] --seeds 1 2 3 [--arms ...]
 
 Arms: ``lit_defaults`` (the package as it is), ``lit_cleanrl`` (the package defaults before 82ebf41: CleanRL's
 CartPole settings), ``lit_sb3like`` (SB3's defaults on lit_ppo with 4 envs: 4 x 512 steps, minibatches of 64, 10
@@ -85,8 +85,9 @@ def sb3_worker(env_id: str, steps: int, seed: int) -> float:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--envs", nargs="+", default=["LunarLander-v3:1000000", "Acrobot-v1:500000"],
-                        help="ENV_ID:STEPS")
+    parser.add_argument("--envs", nargs="+", help="ENV_ID:STEPS", default=[
+        "LunarLander-v3:1000000", "Acrobot-v1:500000", "Pendulum-v1:200000",  # discrete, then continuous actions:
+        "LunarLanderContinuous-v3:1000000", "InvertedPendulum-v5:100000", "Reacher-v5:100000"])
     parser.add_argument("--arms", nargs="+", choices=ARMS, default=list(ARMS))
     parser.add_argument("--seeds", type=int, nargs="+", default=[1])
     parser.add_argument("--out", type=Path, default=Path("bench_runs/defaults/results.jsonl"))

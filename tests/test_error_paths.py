@@ -182,3 +182,20 @@ def test_export_refuses_an_unwritable_output_before_exporting(cli_in_process, tm
                           cwd=tmp_path)
     one_error(proc, "--output: cannot write notadir.txt/policy.onnx", tool="export")
     assert sha(ckpt) == digest and (tmp_path / "notadir.txt").read_text() == "a file\n"
+
+
+def test_export_of_a_file_that_is_no_checkpoint_is_one_line(cli_in_process, tmp_path):
+    (tmp_path / "notes.yaml").write_text("model:\n  lr: 0.1\n")
+    proc = cli_in_process("export", "--ckpt_path", "notes.yaml", "--format", "onnx", cwd=tmp_path)
+    one_error(proc, "checkpoint file notes.yaml is corrupt or not a Lightning checkpoint", tool="export")
+    assert "weights_only" not in proc.stderr  # torch's multi-line advice
+
+
+@pytest.mark.parametrize("args, fragments", [
+    (["--config", "nosuch.yaml", "--iterations", "3"], ["--config nosuch.yaml: no such file", "cartpole.yaml"]),
+    (["--config", "cartpole.yaml", "--iterations", "3", "--data.num_envs", "0"],
+     ["the all-cpu run of cartpole.yaml --data.num_envs 0 failed", "data.num_envs: must be positive"]),
+])
+def test_profile_names_what_failed_in_one_line(cli_in_process, tmp_path, args, fragments):
+    proc = cli_in_process("profile", *args, cwd=tmp_path)
+    one_error(proc, *fragments, tool="profile")

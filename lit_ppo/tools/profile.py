@@ -40,6 +40,7 @@ ROWS = {
 }
 MIXED_ROWS = ("mlp1024", "cnn")  # rows also measured under mixed precision on a GPU
 WARMUP = 2  # iterations of each table run left out of its figures
+CONFIG_DIR = Path(__file__).resolve().parents[1] / "configs"
 
 
 def run_fit(config: str, placement: str, iterations: int, extra: list[str], save_dir: Path, warmup: int = 1) -> dict:
@@ -54,8 +55,10 @@ def run_fit(config: str, placement: str, iterations: int, extra: list[str], save
     proc = subprocess.run(cmd, capture_output=True, text=True)
     wall = time.perf_counter() - start
     if proc.returncode != 0:
-        raise SystemExit(f"lit_ppo profile: the {placement} run of {config} {' '.join(extra)} failed:\n"
-                         f"{proc.stderr[-3000:]}")
+        said = [line for line in proc.stderr.splitlines() if "error:" in line]  # the fit's own one-line error
+        print(f"lit_ppo profile: error: the {placement} run of {config} {' '.join(extra)} failed: "
+              f"{said[-1] if said else proc.stderr[-2000:]}", file=sys.stderr)
+        raise SystemExit(2)
     [metrics] = save_dir.glob("*/version_*/metrics.csv")
     rows = [r for r in csv.DictReader(metrics.open()) if r.get("time/iteration_ms")]
     timed = rows[warmup:] or rows  # the first iterations pay for warm-up (allocations, caches, compilation)
@@ -133,6 +136,12 @@ def main(argv: list[str]) -> int:
     if args.iterations < (2 if args.config else WARMUP + 1):
         parser.error(f"--iterations must be at least {2 if args.config else WARMUP + 1} (the first are warm-up)")
     if args.config:
+        from lit_ppo.cli import shipped_config
+
+        if not Path(shipped_config(args.config)).is_file():
+            print(f"lit_ppo profile: error: --config {args.config}: no such file, and no shipped config of that name "
+                  f"({', '.join(sorted(p.name for p in CONFIG_DIR.glob('*.yaml')))}).", file=sys.stderr)
+            return 2
         profile_config(args.config, args.iterations, extra)
     else:
         profile_table(args.rows, sorted(args.compile, key=("off", "on").index), args.iterations, extra)
