@@ -164,6 +164,14 @@ class PeriodicCheckpoint(ModelCheckpoint):
     is the policy of the best deterministic evaluation so far: the monitored checkpoint is then considered at the
     end of every evaluation, whatever ``trainer.check_val_every_n_epoch`` is, and ``every_n_epochs`` paces
     ``last.ckpt`` only (``ModelCheckpoint`` alone would skip evaluations at iterations that are not multiples of it).
+
+    Args:
+        dirpath: the checkpoint directory (the shipped configs: ``runs/<name>/checkpoints``).
+        filename: the monitored checkpoint's file name (``best``).
+        monitor: the metric it keeps the best of (``eval/return_mean``), or None for ``last.ckpt`` only.
+        save_last: write ``last.ckpt`` every ``every_n_epochs`` iterations (and at the end and on a signal).
+        every_n_epochs: the iterations between two ``last.ckpt`` saves.
+        **kwargs: ``ModelCheckpoint``'s other arguments (``mode``, ``save_top_k``, ``save_on_train_epoch_end``, ...).
     """
 
     def __init__(self, dirpath: Optional[str] = None, filename: Optional[str] = None, monitor: Optional[str] = None,

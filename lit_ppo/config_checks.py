@@ -3,6 +3,7 @@ YAML (jsonargparse would name ``"<unicode string>", line 2`` instead of the file
 import (jsonargparse would print a type dump without the fix)."""
 
 import importlib
+import importlib.util
 import os
 from typing import Any, Iterator, Optional
 
@@ -11,6 +12,11 @@ import yaml  # jsonargparse's dependency
 from lit_ppo.errors import ConfigError
 
 LOGGERS = "TensorBoardLogger, CSVLogger, MLFlowLogger, WandbLogger, CometLogger, NeptuneLogger"
+# Lightning loggers that import their package only when made: (package, how to install it)
+LOGGER_PACKAGES = {"WandbLogger": ("wandb", "pip install 'lit_ppo[wandb]'"),
+                   "MLFlowLogger": ("mlflow", "pip install 'lit_ppo[mlflow]'"),
+                   "CometLogger": ("comet_ml", "pip install comet-ml"),
+                   "NeptuneLogger": ("neptune", "pip install neptune")}
 
 
 def config_files(args: Optional[list[str]]) -> Iterator[tuple[str, str]]:
@@ -67,3 +73,7 @@ def _check_importable(class_path: str) -> None:
     except (ImportError, AttributeError) as err:
         raise ConfigError(f"trainer.logger: cannot import {class_path} ({type(err).__name__}: {err}). Lightning's "
                           f"loggers are lightning.pytorch.loggers.{{{LOGGERS}}}; false logs nothing.") from None
+    if name in LOGGER_PACKAGES and importlib.util.find_spec(LOGGER_PACKAGES[name][0]) is None:
+        package, install = LOGGER_PACKAGES[name]
+        raise ConfigError(f"trainer.logger: {name} needs the {package} package, which is not installed: {install} "
+                          "(or leave that logger out).")

@@ -47,7 +47,8 @@ class PPOModule(L.LightningModule):
             actor and value heads are linear layers on its features.
         recurrent: an LSTM/GRU core before the actor/critic layers, ``{cell: lstm|gru, hidden_size: 128, layers: 1}``
             (``true``: those; :mod:`lit_ppo.recurrent`); minibatches are then whole environment sequences.
-        log_std_init, ortho_init: the Gaussian's initial log-std and PPO's orthogonal init (see :class:`ActorCritic`).
+        log_std_init: the Gaussian's initial log-std (continuous actions; see :class:`ActorCritic`).
+        ortho_init: PPO's orthogonal initialization (``false``: PyTorch's default init).
         lr: Adam learning rate (eps 1e-5).
         anneal_lr: anneal the learning rate linearly to 0 over the budget.
         clip_coef: PPO's ratio clip epsilon.
@@ -141,11 +142,9 @@ class PPOModule(L.LightningModule):
 
     def configure_callbacks(self):
         if self.trainer.gradient_clip_val:
-            raise ConfigError(
-                f"trainer.gradient_clip_val: PPOModule clips every minibatch update itself; set "
-                f"model.max_grad_norm: {self.trainer.gradient_clip_val} instead (default 0.5) and remove the "
-                "Trainer's gradient_clip_val."
-            )
+            raise ConfigError(f"trainer.gradient_clip_val: PPOModule clips every minibatch update itself; set "
+                              f"model.max_grad_norm: {self.trainer.gradient_clip_val} instead (default 0.5) and "
+                              "remove the Trainer's gradient_clip_val.")
         return [SaveLastOnStop(), CloseEnvironmentsOnError()]
 
     def configure_optimizers(self) -> torch.optim.Optimizer:
@@ -169,8 +168,7 @@ class PPOModule(L.LightningModule):
         self.rollout_logging.attach(self.trainer)
 
     def on_train_epoch_start(self) -> None:
-        self._epoch_start = time.perf_counter()
-        self._transfer_ms = 0.0
+        self._epoch_start, self._transfer_ms = time.perf_counter(), 0.0
 
     def training_step(self, rollout: Rollout, batch_idx: int) -> None:
         """One rollout's updates, then the checks and statistics that belong to the rollout."""
@@ -188,8 +186,7 @@ class PPOModule(L.LightningModule):
                                       learn_ms=(time.perf_counter() - start) * 1e3)
 
     def _update(self, rollout: Rollout, lr: float, clip_coef: float) -> tuple[Tensor, int, int]:
-        """``update_epochs`` passes over the rollout's minibatches, one optimizer step each, until ``target_kl``
-        stops them; returns the terms summed over the applied updates, their number and the number skipped."""
+        """``update_epochs`` passes of minibatch steps; the terms summed over the applied updates, their number, skips."""
         hp = self.hparams
         optimizer = self.optimizers()
         for group in optimizer.param_groups:
@@ -237,7 +234,9 @@ class PPOModule(L.LightningModule):
     # -- logging ------------------------------------------------------------------------------------------------------
     def on_train_epoch_end(self) -> None:
         """Log this rollout once: one reduction across ranks, then one write per logger; stop at the budget."""
-        s = self._summary
+        s, self._summary = self._summary, None
+        if s is None:  # resumed from a checkpoint saved after this iteration's updates: nothing new to log
+            return
         rollout = s.rollout
         self.recent_episodes.add(rollout.episode_returns, rollout.episode_lengths)
         episode_return, episode_length = self.recent_episodes.means(self.device)

@@ -78,7 +78,8 @@ class TrainedPolicy:
 
     Args:
         policy: the :class:`lit_ppo.networks.ActorCritic` (its weights and normalization statistics).
-        observation_space, action_space: a single environment's spaces.
+        observation_space: a single environment's observation space.
+        action_space: a single environment's action space.
         action_masks: the policy was trained with invalid-action masks, so :meth:`predict` needs them.
         device: where the network runs (``"cpu"`` by default).
     """
@@ -142,11 +143,16 @@ class TrainedPolicy:
 def load_policy(path: Union[str, Path], device: Union[str, torch.device] = "cpu") -> TrainedPolicy:
     """The policy of a lit_ppo checkpoint (``last.ckpt``, ``best.ckpt``), ready to :meth:`~TrainedPolicy.predict`,
     without a Trainer. The environment is made once to read its spaces (so its package must be importable, as for
-    ``validate``). A file that is not a lit_ppo checkpoint raises :class:`lit_ppo.checkpointing.CheckpointError`."""
+    ``validate``). A file that is not a lit_ppo checkpoint raises :class:`lit_ppo.checkpointing.CheckpointError`.
+
+    Args:
+        path: the checkpoint file ``fit`` wrote.
+        device: where the network runs (``"cpu"`` by default).
+    """
     from lit_ppo.module import PPOModule
 
     checkpoint = check_checkpoint_file(str(path))
-    module = PPOModule.load_from_checkpoint(str(path), map_location="cpu")
+    module = PPOModule.load_from_checkpoint(str(path), map_location="cpu", weights_only=True)
     data = dict(checkpoint.get("datamodule_hyper_parameters") or {})
     data.setdefault("env_id", module.hparams.env_spec["env_id"])
     observation_space, action_space = env_spaces(data)

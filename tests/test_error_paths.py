@@ -199,3 +199,14 @@ def test_export_of_a_file_that_is_no_checkpoint_is_one_line(cli_in_process, tmp_
 def test_profile_names_what_failed_in_one_line(cli_in_process, tmp_path, args, fragments):
     proc = cli_in_process("profile", *args, cwd=tmp_path)
     one_error(proc, *fragments, tool="profile")
+
+
+def test_a_logger_whose_package_is_missing_names_the_extra(cli_in_process, tmp_path):
+    pytest.importorskip("lightning")
+    import importlib.util
+
+    if importlib.util.find_spec("wandb") is not None:
+        pytest.skip("wandb is installed here")
+    proc = cli_in_process("fit", "--config", "cartpole.yaml", "--trainer.logger",
+                          "lightning.pytorch.loggers.WandbLogger", cwd=tmp_path)
+    one_error(proc, "trainer.logger: WandbLogger needs the wandb package", "pip install 'lit_ppo[wandb]'")

@@ -44,6 +44,9 @@ def test_loss_is_fp32_and_finite_for_half_precision_inputs_with_large_log_ratios
                old_logprob=torch.zeros(3, dtype=torch.bfloat16))
     assert t.policy.dtype == torch.float32
     assert torch.isfinite(t.policy)
+    # by hand, in fp32: ratios e^30, 1, e^-30 with A = 1, -1, 2: max(-A r, -A clip(r, .8, 1.2)) = -1.2, 1, ~0
+    assert t.policy.item() == pytest.approx((-1.2 + 1.0 - 2 * math.exp(-30)) / 3, abs=1e-6)
+    assert t.clip_fraction.item() == pytest.approx(2 / 3)
 
 
 def test_advantage_normalization_and_the_single_sample_guard():
