@@ -64,7 +64,7 @@ class UserTrunk(nn.Module):
             except Exception as err:
                 raise ConfigError(
                     f"model.network: {class_path} cannot take an observation batch of shape {tuple(example.shape)} "
-                    f"and dtype {example.dtype} ({type(err).__name__}: {err}); see the README's 'Your own network'."
+                    f"and dtype {example.dtype} ({type(err).__name__}: {err}); see docs/networks.md, 'Your own network'."
                 ) from err
         if not isinstance(out, Tensor) or out.dim() != 2 or out.shape[0] != 2:
             shape = tuple(out.shape) if isinstance(out, Tensor) else type(out).__name__

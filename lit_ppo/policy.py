@@ -26,14 +26,15 @@ bounds, Discrete indices shifted by ``start``). A recurrent policy takes its sta
 in training). A policy trained with ``data.action_masks`` needs ``action_masks`` (True = valid).
 """
 
+import json
 from pathlib import Path
-from typing import Any, Optional, Union
+from typing import Any, Callable, Optional, Union
 
 import numpy as np
 import torch
 from gymnasium import spaces
 
-from lit_ppo.checkpointing import check_checkpoint_file
+from lit_ppo.checkpointing import CheckpointError, check_checkpoint_file
 from lit_ppo.networks import ActorCritic
 from lit_ppo.spaces import actions_to_env, batch_observations, observations_to_tensor
 
@@ -140,9 +141,72 @@ class TrainedPolicy:
         return env_action[0], None if next_state is None else next_state[0]
 
 
+class ExportedActor:
+    """What a :class:`TrainedPolicy` acts with for a file ``lit_ppo export`` wrote: ``act`` runs the file (ONNX
+    through onnxruntime, TorchScript through torch), on the CPU. The file is deterministic or stochastic as it was
+    exported, and takes its masks and state as inputs (:mod:`lit_ppo.tools.export`)."""
+
+    def __init__(self, run: Callable[..., list[torch.Tensor]], state_size: int, deterministic: bool) -> None:
+        self.run, self.state_size, self.deterministic = run, state_size, deterministic
+
+    def to(self, device: torch.device) -> "ExportedActor":
+        if torch.device(device).type != "cpu":
+            raise ValueError("an exported file acts on the CPU here; load the checkpoint for another device")
+        return self
+
+    def eval(self) -> "ExportedActor":
+        return self
+
+    def initial_state(self, n: int) -> Optional[torch.Tensor]:
+        return torch.zeros((n, self.state_size)) if self.state_size else None
+
+    def act(self, obs: torch.Tensor, deterministic: bool = False, action_mask: Optional[torch.Tensor] = None,
+            state: Optional[torch.Tensor] = None, starts: Optional[torch.Tensor] = None):
+        if deterministic != self.deterministic:
+            kind = "deterministic (the mode)" if self.deterministic else "stochastic (samples)"
+            raise ValueError(f"this file was exported {kind}: call predict(..., deterministic={self.deterministic}), "
+                             "or export again (--stochastic for samples)")
+        inputs = [obs]
+        if self.state_size:  # the file's caller zeroes the state where an episode starts, as the policy would
+            inputs.append(state if starts is None else state * (~starts).unsqueeze(-1).to(state.dtype))
+        if action_mask is not None:
+            inputs.append(action_mask)
+        outputs = self.run(*inputs)
+        return outputs[0], None, None, (outputs[1] if self.state_size else None)
+
+
+def load_exported_policy(path: Path, device: Union[str, torch.device] = "cpu") -> TrainedPolicy:
+    """A file ``lit_ppo export`` wrote (``.onnx``, ``.pt``) as a :class:`TrainedPolicy`: its metadata names the
+    environment, whose spaces convert the observations and actions as for a checkpoint."""
+    from lit_ppo.tools.export import load_exported
+
+    fmt = "onnx" if path.suffix == ".onnx" else "torchscript"
+    try:
+        if fmt == "onnx":
+            import onnx
+
+            props = {p.key: p.value for p in onnx.load(str(path), load_external_data=False).metadata_props}
+            text = props.get("lit_ppo")
+        else:
+            buffer = getattr(torch.jit.load(str(path)), "lit_ppo", None)
+            text = None if buffer is None else bytes(buffer.tolist()).decode()
+        run = load_exported(path, fmt)
+    except Exception as err:
+        raise CheckpointError(f"{path}: not a file lit_ppo export wrote ({type(err).__name__}: {err})") from None
+    if text is None or run is None:
+        raise CheckpointError(f"{path}: no lit_ppo metadata (exported before 2026-12-02, or by other tools), or "
+                              "onnxruntime is missing; export the checkpoint again, or load the checkpoint itself")
+    meta = json.loads(text)
+    observation_space, action_space = env_spaces({k: v for k, v in meta["data"].items() if v is not None})
+    actor = ExportedActor(run, int(meta["state_size"]), bool(meta["deterministic"]))
+    return TrainedPolicy(actor, observation_space, action_space, action_masks=bool(meta["action_masks"]),
+                         device=device)
+
+
 def load_policy(path: Union[str, Path], device: Union[str, torch.device] = "cpu") -> TrainedPolicy:
-    """The policy of a lit_ppo checkpoint (``last.ckpt``, ``best.ckpt``), ready to :meth:`~TrainedPolicy.predict`,
-    without a Trainer. The environment is made once to read its spaces (so its package must be importable, as for
+    """The policy of a lit_ppo checkpoint (``last.ckpt``, ``best.ckpt``) or of a file ``lit_ppo export`` wrote
+    (``.onnx``, ``.pt``: CPU only, deterministic or stochastic as exported), ready to
+    :meth:`~TrainedPolicy.predict`, without a Trainer. The environment is made once to read its spaces (so its package must be importable, as for
     ``validate``). A file that is not a lit_ppo checkpoint raises :class:`lit_ppo.checkpointing.CheckpointError`.
 
     Args:
@@ -151,6 +215,8 @@ def load_policy(path: Union[str, Path], device: Union[str, torch.device] = "cpu"
     """
     from lit_ppo.module import PPOModule
 
+    if Path(path).suffix in (".onnx", ".pt"):
+        return load_exported_policy(Path(path), device)
     checkpoint = check_checkpoint_file(str(path))
     module = PPOModule.load_from_checkpoint(str(path), map_location="cpu", weights_only=True)
     data = dict(checkpoint.get("datamodule_hyper_parameters") or {})

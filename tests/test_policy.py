@@ -119,3 +119,32 @@ def test_a_wrong_observation_shape_is_named(cli_in_process, tmp_path):
     assert state is None and np.ndim(action) == 0
     actions, _ = policy.predict(np.zeros((5, 4), np.float32))
     assert actions.shape == (5,)
+
+
+@pytest.mark.parametrize("fmt, suffix", [("onnx", ".onnx"), ("torchscript", ".pt")])
+def test_an_exported_file_loads_and_plays_as_its_checkpoint(cli_in_process, tmp_path, fmt, suffix):
+    ckpt = _fit(cli_in_process, tmp_path, "--data.env_id", "Pendulum-v1", "--data.total_timesteps", "2048",
+                "--data.normalize_obs", "true")
+    proc = cli_in_process("export", "--ckpt_path", ckpt, "--format", fmt, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    exported, checkpoint = lit_ppo.load_policy(ckpt.with_suffix(suffix)), lit_ppo.load_policy(ckpt)
+    returns = []
+    for policy in (exported, checkpoint):
+        envs = make_evaluation_env("Pendulum-v1", EPISODES, seed=EVAL_SEED)
+        try:
+            returns.append(_play_batched(policy, envs))
+        finally:
+            envs.close()
+    np.testing.assert_allclose(returns[0], returns[1], rtol=1e-4)  # normalization and clipping in the file
+    with pytest.raises(ValueError, match="exported deterministic"):
+        exported.predict(np.zeros(3, np.float32))  # SB3's default is a sample; the file takes the mode
+
+
+def test_an_exported_recurrent_policy_carries_its_state_as_the_checkpoint(cli_in_process, tmp_path):
+    ckpt = _fit(cli_in_process, tmp_path, "--model.recurrent", "{hidden_size: 16}", "--data.minibatch_size", "256",
+                "--data.total_timesteps", "2048")
+    assert cli_in_process("export", "--ckpt_path", ckpt, "--format", "torchscript", cwd=tmp_path).returncode == 0
+    exported, checkpoint = lit_ppo.load_policy(ckpt.with_suffix(".pt")), lit_ppo.load_policy(ckpt)
+    assert exported.recurrent and checkpoint.recurrent
+    plays = [_play_one(policy, gym.make("CartPole-v1"), EVAL_SEED) for policy in (exported, checkpoint)]
+    assert plays[0] == plays[1]

@@ -22,6 +22,7 @@ The batch axis is dynamic. After writing, the file is loaded back and checked ag
 """
 
 import argparse
+import json
 import sys
 from pathlib import Path
 from typing import Callable, Optional
@@ -121,9 +122,10 @@ def output_names(model: DeployedPolicy) -> list[str]:
     return ["action", "next_state"] if isinstance(model, DeployedRecurrentPolicy) else ["action"]
 
 
-def export_onnx(model: DeployedPolicy, example: Tensor, output: Path, mask: Optional[Tensor] = None) -> None:
+def export_onnx(model: DeployedPolicy, example: Tensor, output: Path, mask: Optional[Tensor] = None,
+                metadata: str = "{}") -> None:
     try:
-        import onnx  # noqa: F401
+        import onnx
         import onnxscript  # noqa: F401  (torch's ONNX exporter translates with it)
     except ImportError as err:
         raise ExportError(f"ONNX export needs onnx and onnxscript ({err}): pip install 'lit_ppo[export]'") from None
@@ -135,11 +137,24 @@ def export_onnx(model: DeployedPolicy, example: Tensor, output: Path, mask: Opti
         external_data=False,  # one self-contained file; a policy is far below ONNX's 2 GB limit
         verbose=False,
     )
+    written = onnx.load(str(output))
+    onnx.helper.set_model_props(written, {"lit_ppo": metadata})
+    onnx.save(written, str(output))
 
 
-def export_torchscript(model: DeployedPolicy, example: Tensor, output: Path, mask: Optional[Tensor] = None) -> None:
+def describe(data: dict, policy: nn.Module, masked: bool, deterministic: bool) -> str:
+    """What :func:`lit_ppo.load_policy` needs to act with the file (the environment's settings, for its spaces),
+    as JSON: kept in the file (ONNX metadata ``lit_ppo``; TorchScript buffer ``lit_ppo``, UTF-8 bytes)."""
+    keys = ("env_id", "env_kwargs", "wrappers", "vectorization", "num_envs")
+    return json.dumps({"data": {key: data.get(key) for key in keys}, "state_size": policy.state_size,
+                       "action_masks": masked, "deterministic": deterministic}, default=str)
+
+
+def export_torchscript(model: DeployedPolicy, example: Tensor, output: Path, mask: Optional[Tensor] = None,
+                       metadata: str = "{}") -> None:
     # Tracing records the ops run on the example; the heads' Python branching is fixed by then. A sampled
     # (stochastic) output differs between runs by design, so the tracer's self-check is off for it.
+    model.register_buffer("lit_ppo", torch.tensor(list(metadata.encode()), dtype=torch.uint8))
     inputs = tuple(model_inputs(model, example, mask).values())
     traced = torch.jit.trace(model, inputs, check_trace=model.deterministic)
     traced.save(str(output))
@@ -184,7 +199,8 @@ def export(ckpt_path: Path, fmt: str, output: Path, deterministic: bool = True) 
         inputs = model_inputs(model, example, mask)
         expected = model(*inputs.values())
         output.parent.mkdir(parents=True, exist_ok=True)
-        (export_onnx if fmt == "onnx" else export_torchscript)(model, example, output, mask)
+        metadata = describe(data, policy, mask is not None, deterministic)
+        (export_onnx if fmt == "onnx" else export_torchscript)(model, example, output, mask, metadata)
         run = load_exported(output, fmt) if deterministic else None
         if run is not None and policy.state_size and mask is None and data.get("vectorization", "sync") in SINGLE:
             check_episode(model, run, output, data)
