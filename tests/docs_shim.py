@@ -85,7 +85,11 @@ def lit_ppo(args: list[str]) -> int:
     if ckpt and ckpt != "last" and not os.path.exists(ckpt):
         made = re.fullmatch(r"runs/(\w+)/checkpoints/\w+\.ckpt", ckpt)
         if made and os.path.isfile(shipped_config(f"{made.group(1)}.yaml")):
-            if (code := lit_ppo(["fit", "--config", f"{made.group(1)}.yaml"])) != 0:
+            fit = ["fit", "--config", f"{made.group(1)}.yaml"]
+            if (package := missing_package(fit)):
+                print(f"not run: python -m lit_ppo {' '.join(args)} (its checkpoint's environment needs {package})")
+                return 0
+            if (code := lit_ppo(fit)) != 0:
                 return code
     if sub == "fit":
         steps = 0
