@@ -59,6 +59,7 @@ class RolloutCollector:
         self.obs_space, self.action_space = envs.single_observation_space, envs.single_action_space
         self.num_envs = envs.num_envs
         self.next_step = autoreset_mode(envs) == AutoresetMode.NEXT_STEP
+        self.workers = isinstance(envs.unwrapped, gym.vector.AsyncVectorEnv)  # subprocesses that report errors
         self.steps_taken = 0  # environment steps of this collector (this rank)
         self.iterations = 0  # rollouts collected
         T, N = num_steps, self.num_envs
@@ -97,10 +98,9 @@ class RolloutCollector:
     def _call(self, method: str, *args: Any, **kwargs: Any):
         # An AsyncVectorEnv prints its failing worker's traceback through gymnasium's logger before raising; the
         # error below says the same in one line (the worker's index included), so that logger is quiet meanwhile.
-        quiet = isinstance(self.envs.unwrapped, gym.vector.AsyncVectorEnv)
         level = gym.logger.min_level
         try:
-            if quiet:
+            if self.workers:
                 gym.logger.min_level = gym.logger.ERROR + 10  # above ERROR: nothing (gymnasium has no setter)
             return getattr(self.envs, method)(*args, **kwargs)
         except Exception as err:
