@@ -260,6 +260,25 @@ def make_evaluation_env(
 
 
 
+def env_spaces(
+    env_id: str, env_kwargs: Optional[dict[str, Any]] = None, wrappers: Optional[Sequence[WrapperConfig]] = None,
+    vectorization: Vectorization = "sync", num_envs: int = 1,
+) -> tuple[gym.Space, gym.Space]:
+    """One environment's observation and action spaces: from one env for sync/async, else from the vector env
+    itself (a user's factory or EnvPool need not have a gymnasium.make id)."""
+    if vectorization in ("sync", "async"):
+        env = make_env(env_id, env_kwargs, wrappers)
+        try:
+            return env.observation_space, env.action_space
+        finally:
+            env.close()
+    envs = make_vector_env(env_id, num_envs, vectorization, env_kwargs, wrappers)
+    try:
+        return envs.single_observation_space, envs.single_action_space
+    finally:
+        envs.close()
+
+
 def describe_spaces(
     env_id: str, env_kwargs: Optional[dict[str, Any]] = None, wrappers: Optional[Sequence[WrapperConfig]] = None,
     vectorization: Vectorization = "sync", num_envs: int = 1,
@@ -269,18 +288,7 @@ def describe_spaces(
 
     Raises a :class:`ConfigError` for unknown ids and for spaces the policy cannot handle, before any training.
     """
-    if vectorization in ("sync", "async"):
-        env = make_env(env_id, env_kwargs, wrappers)
-        try:
-            obs_space, act_space = env.observation_space, env.action_space
-        finally:
-            env.close()
-    else:  # the vector env itself: a user's factory or EnvPool need not have a gymnasium.make id
-        envs = make_vector_env(env_id, num_envs, vectorization, env_kwargs, wrappers)
-        try:
-            obs_space, act_space = envs.single_observation_space, envs.single_action_space
-        finally:
-            envs.close()
+    obs_space, act_space = env_spaces(env_id, env_kwargs, wrappers, vectorization, num_envs)
     try:
         observation = observation_spec(obs_space, f"data.env_id: {env_id!r} has observation space")
         action = action_spec(act_space, f"data.env_id: {env_id!r} has action space")

@@ -40,21 +40,12 @@ from lit_ppo.spaces import actions_to_env, batch_observations, observations_to_t
 
 
 def env_spaces(data: dict[str, Any]) -> tuple[spaces.Space, spaces.Space]:
-    """The single-environment observation and action spaces of the data settings ``data`` (a checkpoint's
-    ``datamodule_hyper_parameters``): from one environment where training used sync/async vector envs, else from
-    the vector env training used (EnvPool, a user's factory: no gymnasium id needed)."""
-    from lit_ppo.envs import make_env, make_vector_env
+    """The single-environment spaces of the data settings ``data`` (a checkpoint's ``datamodule_hyper_parameters``),
+    made as training made its environments (:func:`lit_ppo.envs.env_spaces`)."""
+    from lit_ppo.envs import env_spaces as spaces_of
 
-    env_id, vectorization = data.get("env_id", "CartPole-v1"), data.get("vectorization", "sync")
-    if vectorization in ("sync", "async"):
-        env = make_env(env_id, data.get("env_kwargs"), data.get("wrappers"))
-        found = env.observation_space, env.action_space
-    else:
-        env = make_vector_env(env_id, data.get("num_envs", 1), vectorization, data.get("env_kwargs"),
-                              data.get("wrappers"))
-        found = env.single_observation_space, env.single_action_space
-    env.close()
-    return found
+    return spaces_of(data.get("env_id", "CartPole-v1"), data.get("env_kwargs"), data.get("wrappers"),
+                     data.get("vectorization", "sync"), data.get("num_envs", 1))
 
 
 def is_batched(observation: Any, space: spaces.Space) -> bool:
