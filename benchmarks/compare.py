@@ -18,7 +18,8 @@ of the last 100 training episodes first reaches ``--target`` (checked after each
 deterministic 20-episode evaluation, peak RSS, and where an iteration's time goes: ``learn ms`` (the median time of
 one rollout's updates, timed around each arm's update phase; the first rollout's left out) and ``iter ms``
 (training seconds per rollout: start-up inside the fit, such as ``model.compile``'s, counts as non-update time);
-then the ratios lit_ppo/SB3 and lit_ppo/CleanRL, with the other arm's update and non-update (acting, environment,
+then the ratios of each lit_ppo arm (``lit_ppo``; ``lit_overlap``: with ``data.overlap``, collection in a process beside
+the learner) to SB3 and CleanRL and of the two lit_ppo arms, with the other arm's update and non-update (acting, environment,
 GAE, the loop) time per rollout over lit_ppo's, and the SPS ratio seed by seed.
 
     python benchmarks/compare.py [--settings zoo cleanrl] [--seeds 1 2 3] [--threads 1] [--quick]
@@ -41,13 +42,15 @@ SETTINGS = {
                     lr=2.5e-4, anneal_lr=True, clip_coef=0.2, anneal_clip=False, ent_coef=0.01, vf_coef=0.5,
                     max_grad_norm=0.5, total_timesteps=500_000),
 }
-ARMS = ("lit_ppo", "sb3", "cleanrl")
+ARMS = ("lit_ppo", "lit_overlap", "sb3", "cleanrl")
+LIT_ARMS = {"lit_ppo": [], "lit_overlap": ["--data.overlap", "true"]}  # lit_overlap: collection beside learning
 
 
 def run_arm(arm: str, hp: dict, seed: int, threads: int, target: float, cwd: Path, lit_args: list) -> dict:
-    if arm == "lit_ppo":
+    if arm in LIT_ARMS:
         # One validation, after the last rollout's updates: the final deterministic evaluation.
-        args = lit_ppo_args(hp, seed, threads or None) + ["--trainer.check_val_every_n_epoch", iterations(hp), *lit_args]
+        args = lit_ppo_args(hp, seed, threads or None) + ["--trainer.check_val_every_n_epoch", iterations(hp),
+                                                          *LIT_ARMS[arm], *lit_args]
         run = check(run_process(lit_ppo_cmd("cartpole.yaml", args), cwd), f"lit_ppo seed {seed}")
         rows, evals = read_lit_ppo_metrics(cwd)
         # The last row's clock includes the final evaluation: SPS from the row before it.
@@ -76,7 +79,7 @@ def print_table(setting: str, hp: dict, results: list[dict], target: float) -> N
     print(f"\n{setting}: {hp['num_envs']} envs x {hp['num_steps']} steps, {hp['num_minibatches']} minibatch(es), "
           f"{hp['update_epochs']} epochs, {iterations(hp) * hp['num_envs'] * hp['num_steps']:,} steps, "
           f"seeds {sorted({r['seed'] for r in results})}")
-    print(f"{'arm':<8} {'SPS med':>8} {'SPS min-max':>13} {'steps to ' + format(target, 'g'):>14} "
+    print(f"{'arm':<11} {'SPS med':>8} {'SPS min-max':>13} {'steps to ' + format(target, 'g'):>14} "
           f"{'train s to':>10} {'solved':>6} {'eval ret':>8} {'train s':>8} {'RSS MB':>7} {'learn ms':>8} "
           f"{'iter ms':>8}")
     meds = {}
@@ -93,24 +96,25 @@ def print_table(setting: str, hp: dict, results: list[dict], target: float) -> N
                          "learn": median([r["learn_ms"] for r in runs]),
                          "iter": median([r["train_s"] * 1e3 * rollout / r["steps"] for r in runs])}
         sps = [r["sps"] for r in runs]
-        print(f"{arm:<8} {m['sps']:>8.0f} {f'{min(sps):.0f}-{max(sps):.0f}':>13} {fmt(m['steps'], ',.0f'):>14} "
+        print(f"{arm:<11} {m['sps']:>8.0f} {f'{min(sps):.0f}-{max(sps):.0f}':>13} {fmt(m['steps'], ',.0f'):>14} "
               f"{fmt(m['secs'], '.1f'):>10} {f'{len(hits)}/{len(runs)}':>6} "
               f"{median([r['eval_return'] for r in runs]):>8.1f} {median([r['train_s'] for r in runs]):>8.1f} "
               f"{m['rss']:>7.0f} {m['learn']:>8.2f} {m['iter']:>8.2f}")
     # The arms of one seed run back to back: their ratio cancels drift slower than a seed's runs.
     by_seed = {(r["seed"], r["arm"]): r["sps"] for r in results}
     seeds = sorted({r["seed"] for r in results})
-    for other, name in (("sb3", "SB3"), ("cleanrl", "CleanRL")):
-        if "lit_ppo" in meds and other in meds:
-            a, b = meds["lit_ppo"], meds[other]
-            print(f"lit_ppo/{name}: SPS {a['sps'] / b['sps']:.2f}x, steps to {target:g} "
+    pairs = [(lit, other, name) for lit in LIT_ARMS for other, name in (("sb3", "SB3"), ("cleanrl", "CleanRL"))]
+    for lit, other, name in pairs + [("lit_overlap", "lit_ppo", "lit_ppo")]:
+        if lit in meds and other in meds:
+            a, b = meds[lit], meds[other]
+            print(f"{lit}/{name}: SPS {a['sps'] / b['sps']:.2f}x, steps to {target:g} "
                   f"{fmt(a['steps'] / b['steps'], '.2f')}x, train seconds to {target:g} "
                   f"{fmt(a['secs'] / b['secs'], '.2f')}x, peak RSS {a['rss'] / b['rss']:.2f}x; per rollout, {name}'s "
                   f"time over lit_ppo's: updates {b['learn'] / a['learn']:.2f}x, "
                   f"the rest {(b['iter'] - b['learn']) / (a['iter'] - a['learn']):.2f}x")
-            paired = [f"{by_seed[(s, 'lit_ppo')] / by_seed[(s, other)]:.2f}x" for s in seeds
-                      if (s, "lit_ppo") in by_seed and (s, other) in by_seed]
-            print(f"  SPS lit_ppo/{name} per seed: {' '.join(paired)}")
+            paired = [f"{by_seed[(s, lit)] / by_seed[(s, other)]:.2f}x" for s in seeds
+                      if (s, lit) in by_seed and (s, other) in by_seed]
+            print(f"  SPS {lit}/{name} per seed: {' '.join(paired)}")
 
 
 def main() -> None:

@@ -28,6 +28,7 @@ class Run:
     wall_s: float  # launch to exit
     peak_rss_mb: float  # the process's own high-water mark (its children not included)
     log: str  # stdout and stderr together
+    cpu_s: float = 0.0  # user + system CPU seconds of the process and of the children it joined
 
 
 def child_env() -> dict:
@@ -57,7 +58,8 @@ def run_process(cmd: list, cwd: Path, timeout: float = 3600) -> Run:
             time.sleep(0.05)
         wall = time.perf_counter() - start
     proc.returncode = os.waitstatus_to_exitcode(status)
-    return Run(proc.returncode, launched_at, wall, usage.ru_maxrss / 1024, log_path.read_text())
+    return Run(proc.returncode, launched_at, wall, usage.ru_maxrss / 1024, log_path.read_text(),
+               usage.ru_utime + usage.ru_stime)
 
 
 def check(run: Run, what: str) -> Run:

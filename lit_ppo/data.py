@@ -21,12 +21,13 @@ from lightning.pytorch.utilities import rank_zero_warn
 from torch.utils.data import DataLoader
 
 from lit_ppo.acting import Actor
-from lit_ppo.action_masks import ActionMaskReader, mask_size
+from lit_ppo.action_masks import mask_size
 from lit_ppo.checkpointing import global_rng_states, set_global_rng_states
 from lit_ppo.envs import VECTORIZATION_MODES, describe_spaces, make_evaluation_env, make_vector_env
 from lit_ppo.datasets import EvaluationDataset, RolloutDataset
 from lit_ppo.errors import ConfigError, require
-from lit_ppo.rollout import RolloutCollector
+from lit_ppo.overlap import OverlappedRolloutDataset
+from lit_ppo.rollout_recipe import RolloutRecipe
 from lit_ppo.spaces import spec_from_dict
 
 
@@ -63,6 +64,12 @@ class PPODataModule(L.LightningDataModule):
             actions get probability 0 in acting, in the update and in evaluation.
         seed: base seed of the environments and of action sampling; rank r uses ``seed + r * num_envs``.
             ``None`` takes the value of ``seed_everything``.
+        overlap: collect the next rollout while the learner learns from this one, in a collector process beside
+            the learner (one per rank) that acts with a CPU copy of the policy exactly one version behind: rollout
+            ``j`` is collected with the weights from before the update on rollout ``j - 1`` (rollouts 0 and 1 both
+            with the initial ones), and PPO's ratio is taken against that behaviour policy, as in Cleanba. Same
+            seed, same numbers, and resumable, as without it; needs ``model.actor_device: cpu``
+            (:mod:`lit_ppo.overlap`). Off by default: synchronous PPO stays the reference.
     """
 
     def __init__(
@@ -83,6 +90,7 @@ class PPODataModule(L.LightningDataModule):
         eval_episodes: int = 20,
         action_masks: Optional[str] = None,
         seed: Optional[int] = None,
+        overlap: bool = False,
     ) -> None:
         super().__init__()
         require(num_envs > 0, "data.num_envs", f"must be positive, got {num_envs}.")
@@ -109,13 +117,17 @@ class PPODataModule(L.LightningDataModule):
         if action_masks is not None:
             mask_size(spec_from_dict(self.env_spec["action"]), action_masks)  # a space or source without masks fails now
             self.env_spec["action_masks"] = action_masks
-        self.train_dataset: Optional[RolloutDataset] = None
+        self.train_dataset: Optional[Union[RolloutDataset, OverlappedRolloutDataset]] = None
         self.actor: Optional[Actor] = None
         self._resume_state: Optional[dict[str, Any]] = None
 
     def set_policy(self, policy: torch.nn.Module, actor_device: str = "cpu") -> None:
         """The policy to act with (rollouts and evaluation), given once; its weights are read at each rollout.
         ``PPOModule.setup`` calls this; ``actor_device`` is :class:`lit_ppo.acting.Actor`'s placement."""
+        if self.hparams.overlap and actor_device != "cpu":
+            raise ConfigError(f"model.actor_device: {actor_device!r} does not combine with data.overlap, whose collector "
+                              "process always acts with a CPU copy of the policy; set model.actor_device: cpu, or "
+                              "data.overlap: false to act on the learner's device.")
         self.actor = Actor(policy, actor_device)
 
     # -- sizes derived once, at start-up --------------------------------------------------------------------
@@ -169,40 +181,22 @@ class PPODataModule(L.LightningDataModule):
         # Page-locked host memory lets the once-per-rollout copy to a CUDA learner run asynchronously.
         return self.trainer is not None and self.trainer.strategy.root_device.type == "cuda"
 
+    def rollout_recipe(self, rank: int = 0) -> RolloutRecipe:
+        """What rank ``rank``'s rollout stream is made from (plain data: a collector process builds it too)."""
+        return RolloutRecipe(dict(self.hparams), self.env_spec, rank, self.world_size, self.base_seed)
+
     def build_rollout_dataset(self, actor: Actor, rank: int = 0) -> RolloutDataset:
-        """The rollout stream of rank ``rank``, acting with what ``actor`` gives."""
-        hp = self.hparams
-        seed = self.base_seed + rank * hp.num_envs
-        envs = make_vector_env(hp.env_id, hp.num_envs, hp.vectorization, hp.env_kwargs, hp.wrappers, seed=seed)
-        state_size = actor.policy.state_size
-        if state_size:
-            self._check_sequence_minibatches()
-        generator = torch.Generator().manual_seed(seed)
-        collector = RolloutCollector(
-            envs, hp.num_steps, hp.gamma, hp.gae_lambda, seed, generator, env_id=hp.env_id, rank=rank,
-            normalize_reward=hp.normalize_reward, action_masks=self._mask_reader(rank), state_size=state_size,
-        )
-        return RolloutDataset(collector, actor, hp.update_epochs, hp.minibatch_size, self.steps_per_iteration,
-                              self.num_iterations, self._first_failure if self.world_size > 1 else None,
-                              sequences=state_size > 0)
+        """The rollout stream of rank ``rank``, acting with what ``actor`` gives, in this process."""
+        return self.rollout_recipe(rank).build(actor, self._first_failure if self.world_size > 1 else None)
 
-    def _check_sequence_minibatches(self) -> None:
-        # A recurrent policy learns from whole environment sequences: a minibatch is a group of environments.
-        hp = self.hparams
-        envs_per_minibatch, rest = divmod(hp.minibatch_size, hp.num_steps)
-        if rest or envs_per_minibatch == 0 or hp.num_envs % envs_per_minibatch:
-            options = [k * hp.num_steps for k in range(1, hp.num_envs + 1) if hp.num_envs % k == 0]
-            raise ConfigError(
-                f"data.minibatch_size: with model.recurrent a minibatch is the whole rollouts of some environments, so "
-                f"it must be data.num_steps ({hp.num_steps}) times a divisor of data.num_envs ({hp.num_envs}), i.e. "
-                f"one of {options}; got {hp.minibatch_size}."
-            )
-
-    def _mask_reader(self, rank: int = 0) -> Optional[ActionMaskReader]:
-        source = self.hparams.action_masks
-        if source is None:
-            return None
-        return ActionMaskReader(spec_from_dict(self.env_spec["action"]), source, self.hparams.env_id, rank)
+    def _build_train_dataset(self) -> Union[RolloutDataset, OverlappedRolloutDataset]:
+        actor = self._require_actor()
+        if not self.hparams.overlap:
+            return self.build_rollout_dataset(actor, self.rank)
+        recipe = self.rollout_recipe(self.rank)
+        if actor.policy.state_size:
+            recipe.check_sequence_minibatches()  # before a process is started
+        return OverlappedRolloutDataset(recipe, actor.policy, self._first_failure if self.world_size > 1 else None)
 
     def _first_failure(self, message: Optional[str]) -> Optional[str]:
         """The first failing rank's message on every rank, or None when no rank failed (one reduction per
@@ -215,7 +209,7 @@ class PPODataModule(L.LightningDataModule):
 
     def train_dataloader(self) -> DataLoader:
         if self.train_dataset is None:
-            self.train_dataset = self.build_rollout_dataset(self._require_actor(), self.rank)
+            self.train_dataset = self._build_train_dataset()
             if self._resume_state is not None:
                 self._restore_collector(self._resume_state)
                 self._resume_state = None
@@ -234,7 +228,7 @@ class PPODataModule(L.LightningDataModule):
                                        seed)
 
         dataset = EvaluationDataset(make_envs, self._require_actor().for_evaluation, hp.eval_episodes, seed,
-                                    self._mask_reader(self.rank))
+                                    self.rollout_recipe(self.rank).mask_reader())
         return DataLoader(dataset, batch_size=None)
 
     def val_dataloader(self) -> DataLoader:
@@ -251,7 +245,7 @@ class PPODataModule(L.LightningDataModule):
     def state_dict(self) -> dict[str, Any]:
         if self.train_dataset is None:
             return {}
-        state = {"collector": self.train_dataset.collector.state_dict(), "rng": global_rng_states()}
+        state = {**self.train_dataset.state_dict(), "rng": global_rng_states()}
         if self.world_size > 1:
             # Checkpoints are written by rank 0 only: gather every rank's streams into it.
             states: list[Any] = [None] * self.world_size
@@ -269,14 +263,14 @@ class PPODataModule(L.LightningDataModule):
             rank_zero_warn(f"lit_ppo: the checkpoint holds the rollout state of {len(ranks)} process(es) and this "
                            f"run has {self.world_size}; rank {self.rank} starts fresh environments.")
             # Counted from the iteration resumed at, as every other rank: all of them reach the budget together.
-            self.train_dataset.collector.iterations = self.trainer.current_epoch
+            self.train_dataset.restart_at(self.trainer.current_epoch)
             return
-        note = self.train_dataset.collector.load_state_dict(ranks[self.rank]["collector"])
+        note = self.train_dataset.load_state_dict(ranks[self.rank])
         set_global_rng_states(ranks[self.rank]["rng"])
         if note:
             rank_zero_warn(f"lit_ppo: resuming inexactly: {note}")
 
     def teardown(self, stage: str) -> None:
         if stage == "fit" and self.train_dataset is not None:
-            self.train_dataset.collector.close()
+            self.train_dataset.close()
             self.train_dataset = None

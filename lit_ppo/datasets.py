@@ -69,9 +69,7 @@ class RolloutDataset(IterableDataset):
             data, failure = self.collector.collect(policy), None
         except EnvStepError as err:
             data, failure = None, err
-        message = self.first_failure(None if failure is None else str(failure))
-        if message is not None:
-            raise EnvStepError(message, every_rank=True) from failure
+        raise_first_failure(failure, self.first_failure)
         return data
 
     def __iter__(self) -> Iterator[Rollout]:
@@ -88,6 +86,35 @@ class RolloutDataset(IterableDataset):
             budget_fraction=done_before / max(self.num_iterations, 1),
             final=done_before + 1 >= self.num_iterations,
         )
+
+
+    # -- checkpointing (at rollout boundaries) and shutdown ---------------------------------------------------------
+    def state_dict(self) -> dict[str, Any]:
+        return {"collector": self.collector.state_dict()}
+
+    def load_state_dict(self, state: dict[str, Any]) -> Optional[str]:
+        """Continue from a checkpoint's ``state``; returns a note when it could not be exact."""
+        return self.collector.load_state_dict(state["collector"])
+
+    def restart_at(self, iterations: int) -> None:
+        """Fresh environments, counted from ``iterations`` rollouts done (a rank the checkpoint did not have)."""
+        self.collector.iterations = iterations
+
+    def close(self) -> None:
+        self.collector.close()
+
+
+def raise_first_failure(failure: Optional[Exception],
+                        first_failure: Optional[Callable[[Optional[str]], Optional[str]]]) -> None:
+    """Raise the first failing rank's :class:`EnvStepError` on every rank (``first_failure`` gathers it), or
+    ``failure`` itself with one process; nothing when no rank failed."""
+    if first_failure is None:
+        if failure is not None:
+            raise failure
+        return
+    message = first_failure(None if failure is None else str(failure))
+    if message is not None:
+        raise EnvStepError(message, every_rank=True) from failure
 
 
 class EvaluationDataset(IterableDataset):

@@ -22,7 +22,7 @@ def run(script: str, *args: str, env: Optional[dict] = None) -> str:
     return proc.stdout
 
 
-@pytest.mark.parametrize("arms", [["lit_ppo", "cleanrl"], pytest.param(["sb3"], marks=pytest.mark.skipif(
+@pytest.mark.parametrize("arms", [["lit_ppo", "lit_overlap", "cleanrl"], pytest.param(["sb3"], marks=pytest.mark.skipif(
     not HAVE_SB3, reason="stable_baselines3 not installed (the bench extra)"))])
 def test_compare_quick(arms, tmp_path):
     # SB3 creates an empty log directory in the temp dir at every learn() unless given a logger: none is left
@@ -33,6 +33,7 @@ def test_compare_quick(arms, tmp_path):
     assert "learn ms" in out and "iter ms" in out  # every arm's update phase timed
     if "lit_ppo" in arms:
         assert "lit_ppo/CleanRL: SPS" in out and "CleanRL's time over lit_ppo's: updates" in out
+        assert "lit_overlap/CleanRL: SPS" in out and "lit_overlap/lit_ppo: SPS" in out
 
 
 def test_time_to_solve_quick():

@@ -89,6 +89,12 @@ def test_profile_prints_the_cpu_row_and_says_why_others_are_absent(cli, tmp_path
         assert column in header
     cpu_row = next(line for line in lines if line.startswith("all-cpu")).split()
     assert cpu_row[-1] == "1.00x" and float(cpu_row[-2]) > 0
+    # the overlapped arm, with both sides' waits measured (the synchronous row has none: nan)
+    columns = header.split()
+    overlap_row = next(line for line in lines if line.startswith("overlap-cpu")).split()
+    waits = [float(overlap_row[columns.index(name)]) for name in ("rollout_wait_ms", "weights_wait_ms")]
+    assert all(math.isfinite(w) and w >= 0 for w in waits) and float(overlap_row[-2]) > 0
+    assert math.isnan(float(cpu_row[columns.index("rollout_wait_ms")]))
     if not torch.cuda.is_available():
         assert "needs a CUDA device" in out
 
@@ -123,10 +129,10 @@ def test_cuda_fit_with_each_precision_is_finite(cli, tmp_path, precision):
 
 
 @cuda
-@pytest.mark.parametrize("actor_device", ["cpu", "learner"])
-def test_cuda_learner_with_each_actor_placement(cli, tmp_path, actor_device):
+@pytest.mark.parametrize("actor_device,overlap", [("cpu", "false"), ("learner", "false"), ("cpu", "true")])
+def test_cuda_learner_with_each_actor_placement(cli, tmp_path, actor_device, overlap):
     cli("fit", *SMALL, "--trainer.accelerator", "gpu", "--trainer.devices", "1", "--model.actor_device",
-        actor_device, "--data.total_timesteps", "2560", cwd=tmp_path)
+        actor_device, "--data.overlap", overlap, "--data.total_timesteps", "2560", cwd=tmp_path)
     rows = _rollout_rows(tmp_path)
     assert len(rows) == 10 and all(math.isfinite(float(r["losses/value"])) for r in rows)
 

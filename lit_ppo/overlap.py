@@ -1,0 +1,234 @@
+"""``data.overlap``: the next rollout is collected in a process of its own while the learner learns from this one.
+
+The collector process (one per rank, spawned) builds the same rollout stream as the synchronous path from the
+same :class:`lit_ppo.rollout_recipe.RolloutRecipe` (vector env, sampling generator, GAE) and acts with a CPU copy
+of the policy, normalization statistics included. Two handshakes keep it exactly one policy version behind, as
+Cleanba's two size-one queues do, so timing decides nothing and a seed gives the same numbers:
+
+- the learner, at the start of rollout ``j``'s iteration, sends its weights (version ``j``: before the update on
+  rollout ``j``) and then waits for rollout ``j``;
+- the collector collects its first rollout with the weights it started with, and waits for the next weights
+  before every later one: rollout ``j`` is collected with version ``j - 1`` (rollouts 0 and 1 with the initial).
+
+Weights go out once per rollout and rollouts come back once per rollout, through ``torch.multiprocessing``
+queues: their tensors travel as shared memory, never pickled step by step. Each rollout comes with the collector's
+state at its end (the start of the next), which the learner's checkpoint holds with the weights that collect the
+next rollout: a resumed run re-collects the rollout that was in flight exactly.
+
+The process ignores SIGTERM and SIGINT (the learner owns shutdown: a signal ends the learner's fit at a rollout
+boundary, after which it stops and joins the collector), exits by itself if the learner dies, and sends its errors
+back, where they are raised as in the synchronous path.
+"""
+
+import queue
+import signal
+import time
+from collections.abc import Callable, Iterator
+from typing import Any, Optional
+
+import torch
+import torch.multiprocessing as mp
+from lightning.pytorch.utilities import rank_zero_warn
+from torch.utils.data import IterableDataset
+
+from lit_ppo.acting import Actor, cpu_copy
+from lit_ppo.batch import Rollout
+from lit_ppo.datasets import raise_first_failure
+from lit_ppo.errors import ConfigError, EnvStepError
+from lit_ppo.networks import ActorCritic
+
+POLL_S = 0.2  # how often a blocked side checks that the other is still there
+STOP_TIMEOUT_S = 10.0  # how long a stopped collector may take to close its environments before it is ended
+
+
+class CollectorError(EnvStepError):
+    """The collector process ended without a word (killed, or crashed in native code, e.g. an environment's), or
+    raised something that does not pickle; reported as an environment failure is."""
+
+
+def snapshot(policy: ActorCritic) -> dict[str, torch.Tensor]:
+    """The policy's weights and statistics as CPU tensors of their own (a later update does not change them)."""
+    return {name: value.detach().to("cpu", copy=True) for name, value in policy.state_dict().items()}
+
+
+class CollectorProcess:
+    """The collector process of one rank and its two queues; :meth:`close` stops it and joins it."""
+
+    def __init__(self, recipe, policy: ActorCritic, behaviour: dict[str, torch.Tensor],
+                 resume: Optional[dict[str, Any]]) -> None:
+        context = mp.get_context("spawn")  # not forked: CUDA may be initialized here, and no handler is inherited
+        self.rank = recipe.rank
+        self.weights, self.rollouts, self.stop = context.Queue(), context.Queue(), context.Event()
+        self.process = context.Process(target=collect_in_process, name=f"lit_ppo-collector-{recipe.rank}",
+                                       args=(recipe, policy, behaviour, resume, self.weights, self.rollouts, self.stop))
+        try:
+            self.process.start()
+        except Exception as err:  # what it is built from must pickle (and be importable in a new process)
+            raise ConfigError(
+                f"data.overlap: the collector process could not be started ({type(err).__name__}: {err}). Everything "
+                "it builds (the environment, wrappers, your network class) must be importable by name from a new "
+                "process: define them in a module rather than in __main__ or a notebook, or set data.overlap: false."
+            ) from err
+
+    def send(self, weights: dict[str, torch.Tensor]) -> None:
+        self.weights.put(weights)
+
+    def receive(self) -> tuple:
+        """The collector's next message, ``("rollout", rollout, state, note)`` or ``("error", exception)``."""
+        while True:
+            try:
+                return self.rollouts.get(timeout=POLL_S)
+            except queue.Empty:
+                if not self.process.is_alive():
+                    try:  # its last message may still be on the way
+                        return self.rollouts.get(timeout=POLL_S)
+                    except queue.Empty:
+                        return ("error", CollectorError(
+                            f"the collector process of rank {self.rank} ended (exit code {self.process.exitcode}) "
+                            "without a rollout; the last checkpoint saved before it is unchanged."))
+
+    def close(self) -> None:
+        self.stop.set()
+        self.weights.cancel_join_thread()  # weights it will not read must not keep this process from exiting
+        self.process.join(STOP_TIMEOUT_S)
+        if self.process.is_alive():  # it ignores SIGTERM: see collect_in_process
+            self.process.kill()
+            self.process.join()
+        self.weights.close()
+        self.rollouts.close()
+
+
+class OverlappedRolloutDataset(IterableDataset):
+    """The learner's side of ``data.overlap``: yields the collector's rollouts, one per iteration, as
+    :class:`lit_ppo.datasets.RolloutDataset` does in-process (same :class:`lit_ppo.batch.Rollout`, same
+    checkpoint role), adding ``time/rollout_wait_ms`` (how long the learner waited for the rollout) to the
+    collector's ``time/weights_wait_ms`` (how long the collector waited for the weights).
+
+    Args:
+        recipe: what the collector builds (:class:`lit_ppo.rollout_recipe.RolloutRecipe`).
+        policy: the learner's policy, whose weights are sent once per rollout.
+        first_failure: as for :class:`lit_ppo.datasets.RolloutDataset`, with several processes.
+    """
+
+    def __init__(self, recipe, policy: ActorCritic,
+                 first_failure: Optional[Callable[[Optional[str]], Optional[str]]] = None) -> None:
+        self.recipe, self.policy, self.first_failure = recipe, policy, first_failure
+        self.collector: Optional[CollectorProcess] = None
+        self.resume: Optional[dict[str, Any]] = None  # a checkpoint's state, for the collector to start from
+        self.boundary: Optional[dict[str, Any]] = None  # the collector's state at the end of the latest rollout
+        self.behaviour: Optional[dict[str, torch.Tensor]] = None  # the weights that collect the next rollout
+
+    def __len__(self) -> int:
+        return 1
+
+    def __iter__(self) -> Iterator[Rollout]:
+        weights = snapshot(self.policy)
+        if self.collector is None:
+            self._start(weights)
+        # Version j goes out before rollout j is awaited: the collector collects rollout j + 1 with it meanwhile.
+        self.collector.send(weights)
+        start = time.perf_counter()
+        message = self.collector.receive()
+        wait_ms = (time.perf_counter() - start) * 1e3
+        failure = message[1] if message[0] == "error" else None
+        if failure is not None and not isinstance(failure, EnvStepError):
+            raise failure
+        raise_first_failure(failure, self.first_failure)
+        _, rollout, self.boundary, note = message
+        self.behaviour, self.resume = weights, None
+        if note:
+            rank_zero_warn(f"lit_ppo: resuming inexactly: {note}")
+        rollout.timings["rollout_wait_ms"] = wait_ms
+        yield rollout
+
+    def _start(self, weights: dict[str, torch.Tensor]) -> None:
+        behaviour = weights
+        if self.resume is not None and self.resume.get("behaviour") is not None:
+            behaviour = self.resume["behaviour"]  # the weights the checkpoint's next rollout is collected with
+        self.collector = CollectorProcess(self.recipe, cpu_copy(self.policy, None), behaviour, self.resume)
+
+    # -- checkpointing (at rollout boundaries) and shutdown ---------------------------------------------------------
+    def state_dict(self) -> dict[str, Any]:
+        if self.boundary is None:  # nothing collected since a resume: what it resumed from still holds
+            return dict(self.resume or {})
+        return {"collector": self.boundary, "behaviour": self.behaviour}
+
+    def load_state_dict(self, state: dict[str, Any]) -> Optional[str]:
+        """Taken by the collector when it starts; a note on an inexact resume comes with its first rollout."""
+        self.resume = state
+        return None
+
+    def restart_at(self, iterations: int) -> None:
+        self.resume = {"iterations": iterations}
+
+    def close(self) -> None:
+        if self.collector is not None:
+            self.collector.close()
+            self.collector = None
+
+
+def collect_in_process(recipe, policy: ActorCritic, behaviour: dict[str, torch.Tensor],
+                       resume: Optional[dict[str, Any]], weights: Any, rollouts: Any, stop: Any) -> None:
+    """The collector process: builds the rollout stream and serves one rollout per weights version."""
+    # The learner owns shutdown (see the module docstring): a SIGTERM or Ctrl+C sent to the whole process group (as
+    # SLURM and terminals do) must not end the collector before the learner has saved at the rollout boundary.
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    torch.set_num_threads(1)  # acting is small and serial: the other cores are the learner's
+    dataset = None
+    try:
+        policy.load_state_dict(behaviour)
+        dataset = recipe.build(Actor(policy, "cpu"))
+        note = None
+        if resume is not None and resume.get("collector") is not None:
+            note = dataset.load_state_dict(resume)
+        elif resume is not None and "iterations" in resume:
+            dataset.restart_at(resume["iterations"])
+        waited_ms = 0.0
+        first = True
+        while dataset.collector.iterations < recipe.num_iterations:
+            if not first:
+                start = time.perf_counter()
+                next_weights = _next_weights(weights, stop)
+                if next_weights is None:
+                    return
+                waited_ms = (time.perf_counter() - start) * 1e3
+                policy.load_state_dict(next_weights)
+            rollout = next(iter(dataset))
+            rollout.timings["weights_wait_ms"] = waited_ms
+            rollouts.put(("rollout", rollout, dataset.collector.state_dict(), note))
+            first, note = False, None
+        while not stop.wait(POLL_S) and _learner_alive():  # the budget is collected: wait to be stopped
+            pass
+    except Exception as err:  # sent back and raised by the learner, as the synchronous path raises it
+        rollouts.put(("error", _sendable(err)))
+    finally:
+        if stop.is_set():
+            rollouts.cancel_join_thread()  # nobody reads a rollout collected after the stop
+        if dataset is not None:
+            dataset.close()
+
+
+def _next_weights(weights: Any, stop: Any) -> Optional[dict[str, torch.Tensor]]:
+    while not stop.is_set() and _learner_alive():
+        try:
+            return weights.get(timeout=POLL_S)
+        except queue.Empty:
+            pass
+    return None
+
+
+def _learner_alive() -> bool:
+    parent = mp.parent_process()
+    return parent is None or parent.is_alive()
+
+
+def _sendable(err: Exception) -> Exception:
+    """``err`` itself where it pickles, else its type and message as a :class:`CollectorError`."""
+    import pickle
+
+    try:
+        pickle.loads(pickle.dumps(err))
+        return err
+    except Exception:
+        return CollectorError(f"the collector process raised {type(err).__name__}: {err}")
