@@ -10,8 +10,8 @@ Cleanba's two size-one queues do, so timing decides nothing and a seed gives the
 - the collector collects its first rollout with the weights it started with, and waits for the next weights
   before every later one: rollout ``j`` is collected with version ``j - 1`` (rollouts 0 and 1 with the initial).
 
-Weights go out once per rollout and rollouts come back once per rollout, through ``torch.multiprocessing``
-queues: their tensors travel as shared memory, never pickled step by step. Each rollout comes with the collector's
+Weights go out once per rollout and rollouts come back once per rollout, through shared memory allocated once
+(:mod:`lit_ppo.rollout_transport`): a queue carries only a version number or a small message, never a step. Each rollout comes with the collector's
 state at its end (the start of the next), which the learner's checkpoint holds with the weights that collect the
 next rollout: a resumed run re-collects the rollout that was in flight exactly.
 
@@ -20,6 +20,7 @@ boundary, after which it stops and joins the collector), exits by itself if the 
 back, where they are raised as in the synchronous path.
 """
 
+import pickle
 import queue
 import signal
 import time
@@ -36,6 +37,7 @@ from lit_ppo.batch import Rollout
 from lit_ppo.datasets import raise_first_failure
 from lit_ppo.errors import ConfigError, EnvStepError
 from lit_ppo.networks import ActorCritic
+from lit_ppo.rollout_transport import SharedTensors, join_rollout, split_rollout
 
 POLL_S = 0.2  # how often a blocked side checks that the other is still there
 STOP_TIMEOUT_S = 10.0  # how long a stopped collector may take to close its environments before it is ended
@@ -59,8 +61,11 @@ class CollectorProcess:
         context = mp.get_context("spawn")  # not forked: CUDA may be initialized here, and no handler is inherited
         self.rank = recipe.rank
         self.weights, self.rollouts, self.stop = context.Queue(), context.Queue(), context.Event()
+        self.weight_slots, self.versions_sent = SharedTensors(behaviour), 0
+        self.rollout_slots: Optional[SharedTensors] = None  # the collector's, handed over with its first rollout
         self.process = context.Process(target=collect_in_process, name=f"lit_ppo-collector-{recipe.rank}",
-                                       args=(recipe, policy, behaviour, resume, self.weights, self.rollouts, self.stop))
+                                       args=(recipe, policy, behaviour, resume, self.weight_slots, self.weights,
+                                             self.rollouts, self.stop))
         try:
             self.process.start()
         except Exception as err:  # what it is built from must pickle (and be importable in a new process)
@@ -71,10 +76,22 @@ class CollectorProcess:
             ) from err
 
     def send(self, weights: dict[str, torch.Tensor]) -> None:
-        self.weights.put(weights)
+        self.weight_slots.write(self.versions_sent, weights)
+        self.weights.put(self.versions_sent)
+        self.versions_sent += 1
 
     def receive(self) -> tuple:
-        """The collector's next message, ``("rollout", rollout, state, note)`` or ``("error", exception)``."""
+        """The collector's next message: ``("rollout", rollout, state, note)`` (the rollout copied out of shared
+        memory, the collector's state at its end pickled) or ``("error", exception)``."""
+        message = self._next_message()
+        if message[0] != "rollout":
+            return message
+        _, number, rest, state, note, slots = message
+        if slots is not None:
+            self.rollout_slots = slots
+        return "rollout", join_rollout(self.rollout_slots.read(number), rest), state, note
+
+    def _next_message(self) -> tuple:
         while True:
             try:
                 return self.rollouts.get(timeout=POLL_S)
@@ -134,7 +151,7 @@ class OverlappedRolloutDataset(IterableDataset):
         if failure is not None and not isinstance(failure, EnvStepError):
             raise failure
         raise_first_failure(failure, self.first_failure)
-        _, rollout, self.boundary, note = message
+        _, rollout, self.boundary, note = message  # the boundary stays pickled until a checkpoint asks for it
         self.behaviour, self.resume = weights, None
         if note:
             rank_zero_warn(f"lit_ppo: resuming inexactly: {note}")
@@ -151,7 +168,7 @@ class OverlappedRolloutDataset(IterableDataset):
     def state_dict(self) -> dict[str, Any]:
         if self.boundary is None:  # nothing collected since a resume: what it resumed from still holds
             return dict(self.resume or {})
-        return {"collector": self.boundary, "behaviour": self.behaviour}
+        return {"collector": pickle.loads(self.boundary), "behaviour": self.behaviour}
 
     def load_state_dict(self, state: dict[str, Any]) -> Optional[str]:
         """Taken by the collector when it starts; a note on an inexact resume comes with its first rollout."""
@@ -168,7 +185,8 @@ class OverlappedRolloutDataset(IterableDataset):
 
 
 def collect_in_process(recipe, policy: ActorCritic, behaviour: dict[str, torch.Tensor],
-                       resume: Optional[dict[str, Any]], weights: Any, rollouts: Any, stop: Any) -> None:
+                       resume: Optional[dict[str, Any]], weight_slots: SharedTensors, weights: Any, rollouts: Any,
+                       stop: Any) -> None:
     """The collector process: builds the rollout stream and serves one rollout per weights version."""
     # The learner owns shutdown (see the module docstring): a SIGTERM or Ctrl+C sent to the whole process group (as
     # SLURM and terminals do) must not end the collector before the learner has saved at the rollout boundary.
@@ -185,19 +203,25 @@ def collect_in_process(recipe, policy: ActorCritic, behaviour: dict[str, torch.T
         elif resume is not None and "iterations" in resume:
             dataset.restart_at(resume["iterations"])
         waited_ms = 0.0
-        first = True
+        slots: Optional[SharedTensors] = None
+        number = 0  # rollouts collected by this process: its rollout slots alternate by this
         while dataset.collector.iterations < recipe.num_iterations:
-            if not first:
+            if number:
                 start = time.perf_counter()
-                next_weights = _next_weights(weights, stop)
-                if next_weights is None:
+                version = _next_version(weights, stop)
+                if version is None:
                     return
                 waited_ms = (time.perf_counter() - start) * 1e3
-                policy.load_state_dict(next_weights)
+                policy.load_state_dict(weight_slots.view(version))
             rollout = next(iter(dataset))
             rollout.timings["weights_wait_ms"] = waited_ms
-            rollouts.put(("rollout", rollout, dataset.collector.state_dict(), note))
-            first, note = False, None
+            tensors, rest = split_rollout(rollout)
+            new_slots = slots is None
+            slots = SharedTensors(tensors) if new_slots else slots
+            slots.write(number, tensors)
+            state = pickle.dumps(dataset.collector.state_dict())
+            rollouts.put(("rollout", number, rest, state, note, slots if new_slots else None))
+            number, note = number + 1, None
         while not stop.wait(POLL_S) and _learner_alive():  # the budget is collected: wait to be stopped
             pass
     except Exception as err:  # sent back and raised by the learner, as the synchronous path raises it
@@ -209,7 +233,7 @@ def collect_in_process(recipe, policy: ActorCritic, behaviour: dict[str, torch.T
             dataset.close()
 
 
-def _next_weights(weights: Any, stop: Any) -> Optional[dict[str, torch.Tensor]]:
+def _next_version(weights: Any, stop: Any) -> Optional[int]:
     while not stop.is_set() and _learner_alive():
         try:
             return weights.get(timeout=POLL_S)
@@ -225,8 +249,6 @@ def _learner_alive() -> bool:
 
 def _sendable(err: Exception) -> Exception:
     """``err`` itself where it pickles, else its type and message as a :class:`CollectorError`."""
-    import pickle
-
     try:
         pickle.loads(pickle.dumps(err))
         return err
