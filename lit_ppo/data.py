@@ -23,7 +23,7 @@ from torch.utils.data import DataLoader
 from lit_ppo.acting import Actor
 from lit_ppo.action_masks import mask_size
 from lit_ppo.checkpointing import global_rng_states, set_global_rng_states
-from lit_ppo.envs import VECTORIZATION_MODES, describe_spaces, make_evaluation_env, make_vector_env
+from lit_ppo.envs import VECTORIZATION_MODES, describe_spaces, make_evaluation_env
 from lit_ppo.datasets import EvaluationDataset, RolloutDataset
 from lit_ppo.errors import ConfigError, require
 from lit_ppo.overlap import OverlappedRolloutDataset
@@ -142,12 +142,12 @@ class PPODataModule(L.LightningDataModule):
     @property
     def steps_per_iteration(self) -> int:
         """Environment steps of one rollout across all ranks."""
-        return self.hparams.num_envs * self.hparams.num_steps * self.world_size
+        return self.rollout_recipe().steps_per_iteration
 
     @property
     def num_iterations(self) -> int:
         """Rollouts in the budget ``total_timesteps``."""
-        return self.hparams.total_timesteps // self.steps_per_iteration
+        return self.rollout_recipe().num_iterations
 
     @property
     def base_seed(self) -> int:
@@ -187,7 +187,7 @@ class PPODataModule(L.LightningDataModule):
 
     def build_rollout_dataset(self, actor: Actor, rank: int = 0) -> RolloutDataset:
         """The rollout stream of rank ``rank``, acting with what ``actor`` gives, in this process."""
-        return self.rollout_recipe(rank).build(actor, self._first_failure if self.world_size > 1 else None)
+        return self.rollout_recipe(rank).build(actor, self._collective_failures())
 
     def _build_train_dataset(self) -> Union[RolloutDataset, OverlappedRolloutDataset]:
         actor = self._require_actor()
@@ -196,7 +196,10 @@ class PPODataModule(L.LightningDataModule):
         recipe = self.rollout_recipe(self.rank)
         if actor.policy.state_size:
             recipe.check_sequence_minibatches()  # before a process is started
-        return OverlappedRolloutDataset(recipe, actor.policy, self._first_failure if self.world_size > 1 else None)
+        return OverlappedRolloutDataset(recipe, actor.policy, self._collective_failures())
+
+    def _collective_failures(self):
+        return self._first_failure if self.world_size > 1 else None
 
     def _first_failure(self, message: Optional[str]) -> Optional[str]:
         """The first failing rank's message on every rank, or None when no rank failed (one reduction per

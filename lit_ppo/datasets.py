@@ -93,7 +93,10 @@ class RolloutDataset(IterableDataset):
         return {"collector": self.collector.state_dict()}
 
     def load_state_dict(self, state: dict[str, Any]) -> Optional[str]:
-        """Continue from a checkpoint's ``state``; returns a note when it could not be exact."""
+        """Continue from a checkpoint's ``state``; returns a note when it could not be exact. A state without a
+        collector (saved before any rollout of an overlapped run) leaves the fresh environments as they are."""
+        if state.get("collector") is None:
+            return None
         return self.collector.load_state_dict(state["collector"])
 
     def restart_at(self, iterations: int) -> None:

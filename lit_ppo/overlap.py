@@ -132,7 +132,7 @@ class OverlappedRolloutDataset(IterableDataset):
         self.recipe, self.policy, self.first_failure = recipe, policy, first_failure
         self.collector: Optional[CollectorProcess] = None
         self.resume: Optional[dict[str, Any]] = None  # a checkpoint's state, for the collector to start from
-        self.boundary: Optional[dict[str, Any]] = None  # the collector's state at the end of the latest rollout
+        self.boundary: Optional[bytes] = None  # the collector's state at the end of the latest rollout, pickled
         self.behaviour: Optional[dict[str, torch.Tensor]] = None  # the weights that collect the next rollout
 
     def __len__(self) -> int:
