@@ -14,7 +14,6 @@ import time
 from typing import Optional
 
 import torch
-from lightning.pytorch.utilities import rank_zero_info
 from torch import Tensor
 
 from lit_ppo.errors import ConfigError
@@ -107,7 +106,7 @@ class Actor:
 
     def _decide(self, sample_obs: Tensor) -> str:
         if _device(self.policy).type == "cpu":
-            rank_zero_info("lit_ppo: actor_device=auto: the learner is on the CPU: acting with it directly.")
+            _announce("lit_ppo: actor_device=auto: the learner is on the CPU: acting with it directly.")
             return "cpu"
         return self._measure(sample_obs)
 
@@ -122,13 +121,21 @@ class Actor:
         cpu_s = time_acting(self.copy, sample_obs)
         dev_s = time_acting(DeviceActor(self.policy), sample_obs)
         decision = "cpu" if cpu_s <= dev_s else "learner"
-        rank_zero_info(
+        _announce(
             f"lit_ppo: actor_device=auto: acting on a batch of {sample_obs.shape[0]} takes {cpu_s * 1e6:.0f} us on the "
             f"CPU and {dev_s * 1e6:.0f} us on {device} (transfers included): acting on "
             f"{'the CPU' if decision == 'cpu' else device}."
         )
         self.measured = {"act_cpu_us": cpu_s * 1e6, "act_learner_us": dev_s * 1e6}
         return decision
+
+
+def _announce(message: str) -> None:
+    # Lightning is imported here, not at the top: the collector process (lit_ppo.collector_worker) imports this
+    # module and never announces, and Lightning's import alone is ~3 s of its start-up.
+    from lightning.pytorch.utilities import rank_zero_info
+
+    rank_zero_info(message)
 
 
 def cpu_copy(policy: ActorCritic, cached: Optional[ActorCritic]) -> ActorCritic:

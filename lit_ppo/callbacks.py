@@ -1,4 +1,5 @@
-"""Callbacks: a progress bar in environment steps, the CLI's default callbacks, and the CSV writer of ``predict``.
+"""Callbacks: a progress bar in environment steps, the CLI's default callbacks, closing environments after an error,
+and the CSV writer of ``predict``.
 (Evaluation videos are in :mod:`lit_ppo.video`.)
 """
 
@@ -149,3 +150,13 @@ class EpisodeCSVWriter(BasePredictionWriter):
 
 
 from lit_ppo.video import EvaluationVideo  # noqa: E402,F401  (the class path `lit_ppo.callbacks.EvaluationVideo` stays)
+
+
+class CloseEnvironmentsOnError(L.Callback):
+    """Closes the data module's training environments (and so joins an ``AsyncVectorEnv``'s workers) when fit ends
+    with an exception: Lightning calls ``LightningDataModule.teardown`` only when a stage ends normally."""
+
+    def on_exception(self, trainer: "L.Trainer", pl_module: "L.LightningModule", exception: BaseException) -> None:
+        datamodule = trainer.datamodule
+        if datamodule is not None and callable(getattr(datamodule, "teardown", None)):
+            datamodule.teardown("fit")

@@ -58,3 +58,8 @@ def where_env_failed(envs, err: BaseException, steps_taken: int) -> str:
     index = failing_sub_env(envs, err)
     which = f"sub-environment {index}" if index is not None else "a sub-environment"
     return f", {which} at its step {steps_taken // envs.num_envs} (environment step {steps_taken} of this rank)"
+
+
+class CollectorError(EnvStepError):
+    """The collector process ended without a word (killed, or crashed in native code, e.g. an environment's), or
+    raised something that does not pickle; reported as an environment failure is."""

@@ -18,12 +18,12 @@ from torch import Tensor
 
 from lit_ppo.acting import ACTOR_DEVICES
 from lit_ppo.batch import Rollout
+from lit_ppo.callbacks import CloseEnvironmentsOnError
 from lit_ppo.checkpointing import SaveLastOnStop, check_compatible
 from lit_ppo.classpath import ClassPathConfig
 from lit_ppo.errors import ConfigError, require
 from lit_ppo.rollout_logging import RecentEpisodes, RolloutLogging, UpdateSummary
 from lit_ppo.objective import PPOObjective
-from lit_ppo.processes import CloseEnvironmentsOnError
 from lit_ppo.losses import LOSS_NAMES
 from lit_ppo.networks import ActorCritic
 from lit_ppo.nonfinite import MODES as NONFINITE_MODES, NonFiniteGuard

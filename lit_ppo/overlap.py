@@ -11,18 +11,18 @@ Cleanba's two size-one queues do, so timing decides nothing and a seed gives the
   before every later one: rollout ``j`` is collected with version ``j - 1`` (rollouts 0 and 1 with the initial).
 
 Weights go out once per rollout and rollouts come back once per rollout, through shared memory allocated once
-(:mod:`lit_ppo.rollout_transport`): a queue carries only a version number or a small message, never a step. Each rollout comes with the collector's
-state at its end (the start of the next), which the learner's checkpoint holds with the weights that collect the
-next rollout: a resumed run re-collects the rollout that was in flight exactly.
+(:mod:`lit_ppo.rollout_transport`): a queue carries only a version number or a small message, never a step.
+Each rollout comes with the collector's state at its end (the start of the next), which the learner's checkpoint
+holds with the weights that collect the next rollout: a resumed run re-collects the rollout that was in flight exactly.
 
 The process ignores SIGTERM and SIGINT (the learner owns shutdown: a signal ends the learner's fit at a rollout
 boundary, after which it stops and joins the collector), exits by itself if the learner dies, and sends its errors
-back, where they are raised as in the synchronous path.
+back, where they are raised as in the synchronous path. The process's side lives in
+:mod:`lit_ppo.collector_worker`.
 """
 
 import pickle
 import queue
-import signal
 import time
 from collections.abc import Callable, Iterator
 from typing import Any, Optional
@@ -34,18 +34,13 @@ from torch.utils.data import IterableDataset
 
 from lit_ppo.acting import Actor, cpu_copy
 from lit_ppo.batch import Rollout
+from lit_ppo.collector_worker import POLL_S, collect_in_process
 from lit_ppo.datasets import raise_first_failure
-from lit_ppo.errors import ConfigError, EnvStepError
+from lit_ppo.errors import CollectorError, ConfigError, EnvStepError
 from lit_ppo.networks import ActorCritic
-from lit_ppo.rollout_transport import SharedTensors, join_rollout, split_rollout
+from lit_ppo.rollout_transport import SharedTensors, join_rollout
 
-POLL_S = 0.2  # how often a blocked side checks that the other is still there
 STOP_TIMEOUT_S = 10.0  # how long a stopped collector may take to close its environments before it is ended
-
-
-class CollectorError(EnvStepError):
-    """The collector process ended without a word (killed, or crashed in native code, e.g. an environment's), or
-    raised something that does not pickle; reported as an environment failure is."""
 
 
 def snapshot(policy: ActorCritic) -> dict[str, torch.Tensor]:
@@ -182,75 +177,3 @@ class OverlappedRolloutDataset(IterableDataset):
         if self.collector is not None:
             self.collector.close()
             self.collector = None
-
-
-def collect_in_process(recipe, policy: ActorCritic, behaviour: dict[str, torch.Tensor],
-                       resume: Optional[dict[str, Any]], weight_slots: SharedTensors, weights: Any, rollouts: Any,
-                       stop: Any) -> None:
-    """The collector process: builds the rollout stream and serves one rollout per weights version."""
-    # The learner owns shutdown (see the module docstring): a SIGTERM or Ctrl+C sent to the whole process group (as
-    # SLURM and terminals do) must not end the collector before the learner has saved at the rollout boundary.
-    signal.signal(signal.SIGTERM, signal.SIG_IGN)
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    torch.set_num_threads(1)  # acting is small and serial: the other cores are the learner's
-    dataset = None
-    try:
-        policy.load_state_dict(behaviour)
-        dataset = recipe.build(Actor(policy, "cpu"))
-        note = None
-        if resume is not None and resume.get("collector") is not None:
-            note = dataset.load_state_dict(resume)
-        elif resume is not None and "iterations" in resume:
-            dataset.restart_at(resume["iterations"])
-        waited_ms = 0.0
-        slots: Optional[SharedTensors] = None
-        number = 0  # rollouts collected by this process: its rollout slots alternate by this
-        while dataset.collector.iterations < recipe.num_iterations:
-            if number:
-                start = time.perf_counter()
-                version = _next_version(weights, stop)
-                if version is None:
-                    return
-                waited_ms = (time.perf_counter() - start) * 1e3
-                policy.load_state_dict(weight_slots.view(version))
-            rollout = next(iter(dataset))
-            rollout.timings["weights_wait_ms"] = waited_ms
-            tensors, rest = split_rollout(rollout)
-            new_slots = slots is None
-            slots = SharedTensors(tensors) if new_slots else slots
-            slots.write(number, tensors)
-            state = pickle.dumps(dataset.collector.state_dict())
-            rollouts.put(("rollout", number, rest, state, note, slots if new_slots else None))
-            number, note = number + 1, None
-        while not stop.wait(POLL_S) and _learner_alive():  # the budget is collected: wait to be stopped
-            pass
-    except Exception as err:  # sent back and raised by the learner, as the synchronous path raises it
-        rollouts.put(("error", _sendable(err)))
-    finally:
-        if stop.is_set():
-            rollouts.cancel_join_thread()  # nobody reads a rollout collected after the stop
-        if dataset is not None:
-            dataset.close()
-
-
-def _next_version(weights: Any, stop: Any) -> Optional[int]:
-    while not stop.is_set() and _learner_alive():
-        try:
-            return weights.get(timeout=POLL_S)
-        except queue.Empty:
-            pass
-    return None
-
-
-def _learner_alive() -> bool:
-    parent = mp.parent_process()
-    return parent is None or parent.is_alive()
-
-
-def _sendable(err: Exception) -> Exception:
-    """``err`` itself where it pickles, else its type and message as a :class:`CollectorError`."""
-    try:
-        pickle.loads(pickle.dumps(err))
-        return err
-    except Exception:
-        return CollectorError(f"the collector process raised {type(err).__name__}: {err}")

@@ -1,4 +1,5 @@
-"""The child processes lit_ppo starts (AsyncVectorEnv workers): what they inherit, and that none outlives its run.
+"""The child processes lit_ppo starts (AsyncVectorEnv workers): what they inherit, and that none outlives its run
+(:class:`lit_ppo.callbacks.CloseEnvironmentsOnError` closes them when a fit fails).
 
 A forked worker inherits its parent's signal handlers. Lightning's SIGTERM handler only records the signal, for the
 Trainer to act on between steps; a worker that inherited it printed ``[rank: 0] Received SIGTERM: 15`` when
@@ -11,8 +12,6 @@ import functools
 import signal
 from typing import Any, Callable
 
-import lightning as L
-
 
 def in_worker(make: Callable[[], Any]) -> Callable[[], Any]:
     """``make`` (a picklable environment factory) wrapped to reset the signal handling of the process it runs in
@@ -24,13 +23,3 @@ def _reset_signals_then(make: Callable[[], Any]) -> Any:
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     return make()
-
-
-class CloseEnvironmentsOnError(L.Callback):
-    """Closes the data module's training environments (and so joins an ``AsyncVectorEnv``'s workers) when fit ends
-    with an exception: Lightning calls ``LightningDataModule.teardown`` only when a stage ends normally."""
-
-    def on_exception(self, trainer: "L.Trainer", pl_module: "L.LightningModule", exception: BaseException) -> None:
-        datamodule = trainer.datamodule
-        if datamodule is not None and callable(getattr(datamodule, "teardown", None)):
-            datamodule.teardown("fit")

@@ -195,3 +195,12 @@ def test_a_killed_learner_takes_its_collector_with_it(tmp_path):
     for p in left:
         p.kill()
     assert not left, [p.cmdline() for p in left]
+
+
+def test_the_collector_process_imports_no_lightning():
+    # A spawned collector imports its target's module and what its arguments' classes need; Lightning's import
+    # would add seconds to every start (lit_ppo/collector_worker.py).
+    code = ("import sys, lit_ppo.collector_worker, lit_ppo.rollout_recipe; "
+            "print(sorted(m for m in sys.modules if m.split('.')[0] in ('lightning', 'pytorch_lightning')))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=REPO).stdout
+    assert out.strip() == "[]"
