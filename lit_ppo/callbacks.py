@@ -149,9 +149,6 @@ class EpisodeCSVWriter(BasePredictionWriter):
         tqdm.write(f"predict: {len(rows)} episodes, return_mean {mean:.2f}, written to {path}")
 
 
-from lit_ppo.video import EvaluationVideo  # noqa: E402,F401  (the class path `lit_ppo.callbacks.EvaluationVideo` stays)
-
-
 class CloseEnvironmentsOnError(L.Callback):
     """Closes the data module's training environments (and so joins an ``AsyncVectorEnv``'s workers) when fit ends
     with an exception: Lightning calls ``LightningDataModule.teardown`` only when a stage ends normally."""
@@ -160,3 +157,6 @@ class CloseEnvironmentsOnError(L.Callback):
         datamodule = trainer.datamodule
         if datamodule is not None and callable(getattr(datamodule, "teardown", None)):
             datamodule.teardown("fit")
+
+
+from lit_ppo.video import EvaluationVideo  # noqa: E402,F401  (the class path `lit_ppo.callbacks.EvaluationVideo` stays)

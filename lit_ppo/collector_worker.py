@@ -28,7 +28,7 @@ def collect_in_process(recipe, policy: ActorCritic, behaviour: dict[str, torch.T
                        resume: Optional[dict[str, Any]], weight_slots: SharedTensors, weights: Any, rollouts: Any,
                        stop: Any) -> None:
     """The collector process: builds the rollout stream and serves one rollout per weights version."""
-    # The learner owns shutdown (see the module docstring): a SIGTERM or Ctrl+C sent to the whole process group (as
+    # The learner owns shutdown (lit_ppo.overlap's docstring): a SIGTERM or Ctrl+C sent to the whole process group (as
     # SLURM and terminals do) must not end the collector before the learner has saved at the rollout boundary.
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
