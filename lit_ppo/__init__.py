@@ -1,7 +1,14 @@
 """PPO on any gymnasium environment, with acting on the CPU and learning wherever the Lightning Trainer says."""
 
 import importlib
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # what type checkers, IDEs and the API docs (mkdocstrings reads the source) see
+    from lit_ppo.batch import Rollout
+    from lit_ppo.data import PPODataModule
+    from lit_ppo.datasets import RolloutDataset
+    from lit_ppo.module import PPOModule
+    from lit_ppo.policy import TrainedPolicy, load_policy
 
 # Public names, imported on first use (PEP 562): a process that imports one submodule (the data.overlap
 # collector imports lit_ppo.collector_worker) then does not import Lightning, ~3 s of its start-up.
