@@ -13,8 +13,9 @@ epochs, lr 3e-4 constant, no entropy bonus, no normalization), ``lit_sb3`` (the 
 of their differences from SB3's undone: one env x 2,048 steps, no observation normalization, no reward scaling,
 SB3's value-loss weight), ``lit_anneal`` (the defaults with the learning rate annealed to 0, a candidate fix),
 ``lit_overlap`` (the defaults with ``data.overlap``: learning must not change beyond noise), ``lit_ent01`` (the
-defaults with an entropy bonus of 0.01, RL-Zoo's tuned LunarLanderContinuous value and CleanRL's `ppo.py` default: a
-candidate fix), ``sb3`` (SB3's ``PPO("MlpPolicy")`` with its defaults on one env, as SB3's docs run it). Needs the
+defaults with an entropy bonus of 0.01, RL-Zoo's tuned LunarLanderContinuous value and CleanRL's `ppo.py` default:
+the continuous-action default since 2026-12-03), ``lit_ent0`` (no entropy bonus: the defaults before 2026-12-03;
+``lit_defaults`` rows of continuous tasks measured before then are these), ``sb3`` (SB3's ``PPO("MlpPolicy")`` with its defaults on one env, as SB3's docs run it). Needs the
 bench extra (and box2d for LunarLander). The study behind today's defaults: ``docs/results.md``, "Package defaults".
 """
 
@@ -33,7 +34,9 @@ SB3_LIKE = ["--data.num_envs", "4", "--data.num_steps", "512", "--data.minibatch
             "10", "--model.lr", "3e-4", "--model.anneal_lr", "false", "--model.ent_coef", "0.0",
             "--data.normalize_obs", "false", "--data.normalize_reward", "false"]
 ARMS = {
-    "lit_defaults": [],  # the package as it is: since 82ebf41, SB3_LIKE with observation and reward normalization
+    # the package as it is: since 82ebf41, SB3_LIKE with observation and reward normalization; since 2026-12-03 with
+    # an entropy bonus of 0.01 for continuous actions (model.ent_coef: null)
+    "lit_defaults": [],
     # the defaults before 82ebf41: CleanRL's CartPole settings
     "lit_cleanrl": ["--data.num_envs", "4", "--data.num_steps", "128", "--data.minibatch_size", "128",
                     "--data.update_epochs", "4", "--model.lr", "2.5e-4", "--model.anneal_lr", "true",
@@ -48,6 +51,7 @@ ARMS = {
     "lit_anneal": ["--model.anneal_lr", "true"],  # the learning rate annealed linearly to 0 (CleanRL's continuous)
     "lit_overlap": ["--data.overlap", "true"],  # the defaults, collecting in a process beside the learner
     "lit_ent01": ["--model.ent_coef", "0.01"],  # an entropy bonus against the Gaussian's std collapsing early
+    "lit_ent0": ["--model.ent_coef", "0.0"],  # no entropy bonus: the defaults before 2026-12-03
     "sb3": None,
 }
 EVAL_EPISODES = 20

@@ -23,10 +23,11 @@ from lit_ppo.checkpointing import SaveLastOnStop, check_compatible
 from lit_ppo.classpath import ClassPathConfig
 from lit_ppo.errors import ConfigError, require
 from lit_ppo.rollout_logging import RecentEpisodes, RolloutLogging, UpdateSummary
-from lit_ppo.objective import PPOObjective
+from lit_ppo.objective import PPOObjective, default_ent_coef
 from lit_ppo.losses import LOSS_NAMES
 from lit_ppo.networks import ActorCritic
 from lit_ppo.nonfinite import MODES as NONFINITE_MODES, NonFiniteGuard
+from lit_ppo.spaces import spec_from_dict
 
 KL_INDEX = LOSS_NAMES.index("stats/approx_kl")
 RECENT_EPISODES = 100  # rollout/return_mean is over each process's last 100 finished episodes
@@ -56,7 +57,8 @@ class PPOModule(L.LightningModule):
         clip_vloss: clip the value update around the rollout's values: ``false`` (SB3's default), a range (SB3's
             ``clip_range_vf``) or ``true`` (CleanRL's: ``clip_coef`` as configured); never annealed.
         vf_coef: weight of the value loss.
-        ent_coef: weight of the entropy bonus.
+        ent_coef: weight of the entropy bonus; ``null`` (the default): 0.01 for a continuous (Box) action
+            space, 0 for discrete ones (:func:`lit_ppo.objective.default_ent_coef` says why).
         max_grad_norm: clip the global gradient norm of every update to this (``null``: no clipping).
         norm_adv: normalize advantages per minibatch.
         target_kl: SB3's early stop: a minibatch whose approx KL (before its step) exceeds ``1.5 * target_kl`` ends
@@ -91,7 +93,7 @@ class PPOModule(L.LightningModule):
         anneal_clip: bool = False,
         clip_vloss: Union[bool, float] = False,
         vf_coef: float = 0.5,
-        ent_coef: float = 0.0,
+        ent_coef: Optional[float] = None,
         max_grad_norm: Optional[float] = 0.5,
         norm_adv: bool = True,
         target_kl: Optional[float] = None,
@@ -106,7 +108,7 @@ class PPOModule(L.LightningModule):
         require(lr > 0, "model.lr", f"must be positive, got {lr}.")
         require(clip_coef > 0, "model.clip_coef", f"must be positive (PPO's clip epsilon, e.g. 0.2), got {clip_coef}.")
         require(vf_coef >= 0, "model.vf_coef", f"must be >= 0, got {vf_coef}.")
-        require(ent_coef >= 0, "model.ent_coef", f"must be >= 0, got {ent_coef}.")
+        require(ent_coef is None or ent_coef >= 0, "model.ent_coef", f"must be >= 0 or null, got {ent_coef}.")
         require(max_grad_norm is None or max_grad_norm > 0, "model.max_grad_norm",
                 f"must be positive or null (no clipping), got {max_grad_norm}.")
         require(isinstance(clip_vloss, bool) or (isinstance(clip_vloss, (int, float)) and clip_vloss > 0),
@@ -123,6 +125,8 @@ class PPOModule(L.LightningModule):
                                                 activation=activation, network=network, recurrent=recurrent,
                                                 log_std_init=log_std_init, ortho_init=ortho_init)
         value_clip = None if clip_vloss is False else float(clip_coef if clip_vloss is True else clip_vloss)
+        if ent_coef is None:
+            ent_coef = default_ent_coef(spec_from_dict(env_spec["action"]))
         self.objective = PPOObjective(self.policy, vf_coef, ent_coef, value_clip, compile)
         self.recent_episodes = RecentEpisodes(RECENT_EPISODES)
         self.nonfinite = NonFiniteGuard(on_nonfinite, max_skipped_rollouts)

@@ -83,3 +83,27 @@ def test_the_value_clip_range_is_its_own_and_is_not_annealed():
             clipped_error = (d - d.clamp(-expected_range, expected_range) - 1.0) ** 2
             error = torch.max(error, clipped_error)
         assert terms[1].item() == pytest.approx(0.5 * error.mean().item(), rel=1e-5), clip_vloss
+
+
+def test_the_default_entropy_weight_is_0_01_for_continuous_actions_and_0_for_discrete():
+    # model.ent_coef: null resolves by the action space; the loss is policy + vf_coef x value - ent_coef x entropy,
+    # checked against the terms it returns; an explicit value (0.0 included) is kept as given.
+    from lit_ppo import PPODataModule, PPOModule
+    from lit_ppo.objective import Minibatch
+
+    cases = (("Pendulum-v1", None, 0.01), ("Pendulum-v1", 0.0, 0.0), ("Pendulum-v1", 0.03, 0.03),
+             ("CartPole-v1", None, 0.0), ("CartPole-v1", 0.02, 0.02))
+    for env_id, given, expected in cases:
+        spec = PPODataModule(env_id, num_envs=1, num_steps=8, minibatch_size=8).env_spec
+        torch.manual_seed(0)
+        model = PPOModule(env_spec=spec, ent_coef=given)
+        obs = torch.randn(5, spec["observation"]["shape"][0])
+        with torch.no_grad():
+            actions = model.policy.act(obs)[0]
+            logprob, _, values = model.policy.evaluate(obs, actions)
+        mb = Minibatch(obs, actions, logprob - 0.1, values, torch.tensor([1.0, -1.0, 0.5, 2.0, -0.5]), values + 1.0)
+        loss, terms = model.objective(mb, clip_coef=0.2)
+        policy, value, entropy = terms[0].item(), terms[1].item(), terms[2].item()
+        assert entropy > 0, env_id
+        expected_loss = policy + 0.5 * value - expected * entropy
+        assert loss.item() == pytest.approx(expected_loss, rel=1e-6, abs=1e-7), (env_id, given)
