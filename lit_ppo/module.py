@@ -27,7 +27,6 @@ from lit_ppo.objective import PPOObjective, default_ent_coef
 from lit_ppo.losses import LOSS_NAMES
 from lit_ppo.networks import ActorCritic
 from lit_ppo.nonfinite import MODES as NONFINITE_MODES, NonFiniteGuard
-from lit_ppo.spaces import spec_from_dict
 
 KL_INDEX = LOSS_NAMES.index("stats/approx_kl")
 RECENT_EPISODES = 100  # rollout/return_mean is over each process's last 100 finished episodes
@@ -57,8 +56,7 @@ class PPOModule(L.LightningModule):
         clip_vloss: clip the value update around the rollout's values: ``false`` (SB3's default), a range (SB3's
             ``clip_range_vf``) or ``true`` (CleanRL's: ``clip_coef`` as configured); never annealed.
         vf_coef: weight of the value loss.
-        ent_coef: weight of the entropy bonus; ``null`` (the default): 0.01 for a continuous (Box) action
-            space, 0 for discrete ones (:func:`lit_ppo.objective.default_ent_coef` says why).
+        ent_coef: entropy bonus weight; ``null``: 0.01 for Box actions, 0 for discrete (:func:`~lit_ppo.objective.default_ent_coef`).
         max_grad_norm: clip the global gradient norm of every update to this (``null``: no clipping).
         norm_adv: normalize advantages per minibatch.
         target_kl: SB3's early stop: a minibatch whose approx KL (before its step) exceeds ``1.5 * target_kl`` ends
@@ -125,8 +123,7 @@ class PPOModule(L.LightningModule):
                                                 activation=activation, network=network, recurrent=recurrent,
                                                 log_std_init=log_std_init, ortho_init=ortho_init)
         value_clip = None if clip_vloss is False else float(clip_coef if clip_vloss is True else clip_vloss)
-        if ent_coef is None:
-            ent_coef = default_ent_coef(spec_from_dict(env_spec["action"]))
+        ent_coef = default_ent_coef(env_spec["action"]) if ent_coef is None else ent_coef
         self.objective = PPOObjective(self.policy, vf_coef, ent_coef, value_clip, compile)
         self.recent_episodes = RecentEpisodes(RECENT_EPISODES)
         self.nonfinite = NonFiniteGuard(on_nonfinite, max_skipped_rollouts)

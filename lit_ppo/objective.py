@@ -3,7 +3,7 @@ and their weighted sum, eager or through ``torch.compile``.
 """
 
 import warnings
-from typing import Callable, NamedTuple, Optional, Union
+from typing import Any, Callable, NamedTuple, Optional, Union
 
 import torch
 from torch import Tensor
@@ -11,7 +11,7 @@ from torch import Tensor
 from lit_ppo.errors import require
 from lit_ppo.losses import normalize_advantages, ppo_loss_terms
 from lit_ppo.networks import ActorCritic
-from lit_ppo.spaces import ActionSpec, BoxSpec
+from lit_ppo.spaces import BoxSpec, spec_from_dict
 
 COMPILE_CHOICES = (False, True, "default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
 
@@ -24,9 +24,9 @@ COMPILE_CHOICES = (False, True, "default", "reduce-overhead", "max-autotune", "m
 CONTINUOUS_ENT_COEF = 0.01
 
 
-def default_ent_coef(action: ActionSpec) -> float:
-    """The entropy weight ``model.ent_coef: null`` (the default) resolves to for this action space."""
-    return CONTINUOUS_ENT_COEF if isinstance(action, BoxSpec) else 0.0
+def default_ent_coef(action: dict[str, Any]) -> float:
+    """The entropy weight ``model.ent_coef: null`` (the default) means for an action space (``env_spec["action"]``)."""
+    return CONTINUOUS_ENT_COEF if isinstance(spec_from_dict(action), BoxSpec) else 0.0
 
 
 class Minibatch(NamedTuple):
