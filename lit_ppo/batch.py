@@ -36,6 +36,8 @@ class Rollout:
             Empty without ``data.action_masks``.
         episode_starts: ``[B]`` bool, the inputs that begin an episode, where a recurrent policy's state is zeroed
             (:mod:`lit_ppo.recurrent`). Empty for a feed-forward policy.
+        importance_weights: ``[B]`` float, each sample's surrogate weight ``pi_prox / pi_behaviour`` of decoupled
+            PPO (:mod:`lit_ppo.decoupled`), set by the learner; empty otherwise.
 
     Recurrent policies only:
         recurrent_states: ``[num_envs, state_size]``, each environment's recurrent state before the rollout's first
@@ -62,6 +64,8 @@ class Rollout:
         budget_fraction: the fraction of the step budget done before this rollout (0.0 for the first): what
             learning-rate and clip annealing follow.
         final: this rollout reaches the step budget: training stops after its updates.
+        policy_lag: how many updates the acting policy may be behind the learner's weights at this rollout's update:
+            0 synchronous, 1 with ``data.overlap`` (:mod:`lit_ppo.overlap`).
     """
 
     obs: Tensor
@@ -79,11 +83,13 @@ class Rollout:
     action_masks: Tensor = field(default_factory=lambda: torch.zeros((0, 0), dtype=torch.bool))
     episode_starts: Tensor = field(default_factory=lambda: torch.zeros(0, dtype=torch.bool))
     recurrent_states: Tensor = field(default_factory=lambda: torch.zeros((0, 0)))
+    importance_weights: Tensor = field(default_factory=lambda: torch.zeros(0))
     nonfinite: tuple[str, ...] = ()
     explained_variance: float = float("nan")
     env_steps: int = 0
     budget_fraction: float = 0.0
     final: bool = False
+    policy_lag: int = 0
 
     SAMPLE_FIELDS = ("obs", "actions", "logprobs", "values", "advantages", "returns")
 
@@ -92,10 +98,10 @@ class Rollout:
         return int(self.advantages.shape[0])
 
     def samples(self, index: Optional[Tensor] = None) -> dict[str, Tensor]:
-        """The per-sample tensors (with ``weights``, ``action_masks`` and ``episode_starts`` where there are any), all
+        """The per-sample tensors (with the optional ones where there are any), all
         of them or the rows ``index`` (a minibatch); recurrent: with ``recurrent_states`` of the minibatch's
         environments, whose first step's rows lead ``index``."""
-        optional = ("weights", "action_masks", "episode_starts")
+        optional = ("weights", "action_masks", "episode_starts", "importance_weights")
         names = self.SAMPLE_FIELDS + tuple(name for name in optional if getattr(self, name).numel())
         if index is None:
             samples = {name: getattr(self, name) for name in names}

@@ -21,6 +21,7 @@ from lit_ppo.batch import Rollout
 from lit_ppo.callbacks import CloseEnvironmentsOnError
 from lit_ppo.checkpointing import SaveLastOnStop, check_compatible
 from lit_ppo.classpath import ClassPathConfig
+from lit_ppo.decoupled import decouple
 from lit_ppo.errors import ConfigError, require
 from lit_ppo.rollout_logging import RecentEpisodes, RolloutLogging, UpdateSummary
 from lit_ppo.objective import PPOObjective, default_ent_coef
@@ -59,16 +60,18 @@ class PPOModule(L.LightningModule):
         ent_coef: entropy bonus weight; ``null``: 0.01 for Box actions, 0 for discrete (:func:`~lit_ppo.objective.default_ent_coef`).
         max_grad_norm: clip the global gradient norm of every update to this (``null``: no clipping).
         norm_adv: normalize advantages per minibatch.
+        decoupled: clip around the learner's policy at the update's start and weight each sample by its ratio to the
+            acting policy (decoupled PPO, :mod:`lit_ppo.decoupled`); ``null``: when an older policy acted (the
+            rollouts of ``data.overlap``); ``false``: around the acting policy, as Cleanba does.
         target_kl: SB3's early stop: a minibatch whose approx KL (before its step) exceeds ``1.5 * target_kl`` ends
             the rollout's updates unapplied (None: off); ``stats/updates`` logs how many were applied.
         actor_device: where the rollout's policy acts (environments always step on the CPU): ``cpu`` (a CPU copy
             of the learner's weights, refreshed once per rollout), ``learner`` (the learner's network on its
             accelerator: an upload and a download every step), ``auto`` (measured at the first rollout; the
             decision and both timings are logged). ``cuda`` means ``learner`` and needs a CUDA learner.
-        on_nonfinite: what a NaN/inf loss does: ``stop`` training with an error naming the iteration, the loss
-            term and the cause where the rollout shows one (checked once per rollout, before any checkpoint of it is
-            saved), or ``skip`` that minibatch's update (checked every step, which costs a host-device sync per step
-            on an accelerator; logged as ``stats/skipped_updates`` and warned about) (:mod:`lit_ppo.nonfinite`).
+        on_nonfinite: what a NaN/inf loss does: ``stop`` with an error naming the iteration, the term and the cause
+            where the rollout shows one (checked once per rollout, before its checkpoint), or ``skip`` that minibatch's
+            update (a host-device sync per step; ``stats/skipped_updates``) (:mod:`lit_ppo.nonfinite`).
         max_skipped_rollouts: with ``on_nonfinite: skip``, stop with the same error after this many rollouts in a
             row whose every update was skipped.
         compile: ``torch.compile`` the minibatch objective and its backward (:class:`lit_ppo.objective.PPOObjective`):
@@ -95,6 +98,7 @@ class PPOModule(L.LightningModule):
         max_grad_norm: Optional[float] = 0.5,
         norm_adv: bool = True,
         target_kl: Optional[float] = None,
+        decoupled: Optional[bool] = None,
         actor_device: str = "cpu",
         on_nonfinite: str = "stop",
         max_skipped_rollouts: int = 3,
@@ -179,6 +183,8 @@ class PPOModule(L.LightningModule):
         remaining = 1.0 - rollout.budget_fraction  # annealing follows the budget
         lr = hp.lr * (remaining if hp.anneal_lr else 1.0)
         clip_coef = hp.clip_coef * (remaining if hp.anneal_clip else 1.0)
+        if hp.decoupled or (hp.decoupled is None and rollout.policy_lag):
+            rollout = decouple(self.policy, rollout)
         sums, updates, skipped = self._update(rollout, lr, clip_coef)
         self.nonfinite.check_rollout(sums, list(self.policy.parameters()), updates, skipped, rollout.nonfinite,
                                      self.trainer.strategy, self.current_epoch + 1, self.global_step)
@@ -278,20 +284,14 @@ class PPOModule(L.LightningModule):
         self.nonfinite.load_state_dict(checkpoint.get("lit_ppo_nonfinite", {}))
 
     # -- evaluation (validate / test / predict) ---------------------------------------------------------------------
-    def _log_evaluation(self, batch: dict[str, Tensor]) -> None:
+    def validation_step(self, batch: dict[str, Tensor], batch_idx: int) -> None:
         returns = self.all_gather(batch["returns"].to(self.device)).flatten().float()
         lengths = self.all_gather(batch["lengths"].to(self.device)).flatten().float()
-        self.log_dict(
-            {"eval/return_mean": returns.mean(), "eval/return_std": returns.std(unbiased=False),
-             "eval/length_mean": lengths.mean()},
-            prog_bar=True, batch_size=returns.numel(),
-        )
+        self.log_dict({"eval/return_mean": returns.mean(), "eval/return_std": returns.std(unbiased=False),
+                       "eval/length_mean": lengths.mean()}, prog_bar=True, batch_size=returns.numel())
         # Lightning logs at a logged "step" value when there is one: the evaluation lands on the env-step axis of
         # the rollout metrics (during fit, the rollout it followed; afterwards, the checkpoint's).
         self.log("step", float(self.env_steps), batch_size=returns.numel())
-
-    def validation_step(self, batch: dict[str, Tensor], batch_idx: int) -> None:
-        self._log_evaluation(batch)
 
     test_step = validation_step
 

@@ -44,6 +44,7 @@ class Minibatch(NamedTuple):
     action_masks: Optional[Tensor] = None
     recurrent_states: Optional[Tensor] = None
     episode_starts: Optional[Tensor] = None
+    importance_weights: Optional[Tensor] = None
 
 
 class PPOObjective:
@@ -92,7 +93,8 @@ class PPOObjective:
         logprob, entropy, new_values = self.policy.evaluate(mb.obs, mb.actions, mb.action_masks, mb.recurrent_states,
                                                             mb.episode_starts)
         terms = ppo_loss_terms(logprob, mb.logprobs, mb.advantages, entropy, new_values, mb.values, mb.returns,
-                               clip_coef=clip_coef, value_clip_coef=self.value_clip, weights=mb.weights)
+                               clip_coef=clip_coef, value_clip_coef=self.value_clip, weights=mb.weights,
+                               importance_weights=mb.importance_weights)
         loss = terms.policy + self.vf_coef * terms.value
         if self.ent_coef:  # with no bonus, backward does not go through the entropy at all
             loss = loss - self.ent_coef * terms.entropy

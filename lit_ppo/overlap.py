@@ -151,6 +151,7 @@ class OverlappedRolloutDataset(IterableDataset):
         if note:
             rank_zero_warn(f"lit_ppo: resuming inexactly: {note}")
         rollout.timings["rollout_wait_ms"] = wait_ms
+        rollout.policy_lag = 1  # collected with the weights before the previous update: see the module docstring
         yield rollout
 
     def _start(self, weights: dict[str, torch.Tensor]) -> None:

@@ -12,6 +12,7 @@ from torchmetrics import MeanMetric
 
 from lit_ppo.batch import Rollout
 from lit_ppo.callbacks import EnvStepProgressBar
+from lit_ppo.decoupled import lag_kl
 from lit_ppo.losses import LOSS_NAMES
 
 PROGRESS_METRICS = ("rollout/return_mean", "time/env_steps", "time/sps")  # what a progress bar shows
@@ -40,6 +41,8 @@ class UpdateSummary:
         metrics.update({"stats/explained_variance": self.rollout.explained_variance, "stats/clip_coef": self.clip_coef,
                         "stats/lr": self.lr, **{f"time/{key}": value for key, value in self.rollout.timings.items()},
                         "time/learn_ms": self.learn_ms})
+        if self.rollout.importance_weights.numel():
+            metrics["stats/lag_kl"] = lag_kl(self.rollout)
         if updates:
             metrics["stats/updates"] = float(self.updates)
         if skipped:

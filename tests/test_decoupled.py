@@ -1,0 +1,60 @@
+"""Decoupled PPO for overlapped rollouts (lit_ppo/decoupled.py): the clip is centred on the learner's policy at the
+update's start and each sample's surrogate is weighted by its ratio to the behaviour policy that acted."""
+
+import math
+
+import pytest
+import torch
+
+from lit_ppo.decoupled import decouple, lag_kl
+from lit_ppo.losses import ppo_loss_terms
+from lit_ppo.networks import ActorCritic
+from lit_ppo.objective import PPOObjective
+from tests.test_overlap import Versions, fit
+
+
+def test_importance_weights_scale_each_samples_clipped_surrogate_against_hand_computed_values():
+    ratios = torch.tensor([0.5, 1.0, 1.5])
+    t = ppo_loss_terms(new_logprob=ratios.log() - 1.0, old_logprob=torch.full((3,), -1.0),
+                       advantages=torch.tensor([1.0, -1.0, 2.0]), entropy=torch.zeros(3), new_values=torch.zeros(3),
+                       old_values=torch.zeros(3), returns=torch.zeros(3), clip_coef=0.2,
+                       importance_weights=torch.tensor([2.0, 0.5, 1.0]))
+    # per sample max(-A r, -A clip(r, .8, 1.2)) = -.5, 1, -2.4, times 2, .5, 1
+    assert t.policy.item() == pytest.approx((-1.0 + 0.5 - 2.4) / 3, abs=1e-6)
+    # the diagnostics measure the ratio to the proximal policy, unweighted
+    assert t.clip_fraction.item() == pytest.approx(2 / 3, abs=1e-6)
+    assert t.approx_kl.item() == pytest.approx(((-0.5 - math.log(0.5)) + (0.5 - math.log(1.5))) / 3, abs=1e-6)
+
+
+def test_an_overlapped_update_starts_unclipped_around_the_learners_policy_and_weighs_by_the_lag(no_child_left):
+    versions = Versions()
+    model, _ = fit(iterations=4, callbacks=[versions])
+    policy = ActorCritic.from_env_spec(model.hparams.env_spec)
+    objective = PPOObjective(policy, vf_coef=0.5, ent_coef=0.0)
+    for j, rollout in enumerate(versions.rollouts):
+        policy.load_state_dict(versions.weights[j])  # the learner's weights as rollout j's update starts
+        decoupled = decouple(policy, rollout)
+        with torch.no_grad():
+            proximal, _, values = policy.evaluate(rollout.obs, rollout.actions)
+        torch.testing.assert_close(decoupled.logprobs, proximal, rtol=0, atol=1e-6)
+        torch.testing.assert_close(decoupled.values, values, rtol=0, atol=1e-6)
+        torch.testing.assert_close(decoupled.importance_weights, (proximal - rollout.logprobs).exp(), rtol=1e-6, atol=0)
+        # before its first step, no sample is clipped and the KL to the clip's centre is 0 ...
+        _, terms = objective(PPOObjective.prepare(decoupled.samples(decoupled.minibatch_indices[0, 0]), True), 0.2)
+        assert terms[3].item() == pytest.approx(0.0, abs=1e-6) and terms[4].item() == 0.0
+        if j >= 2:  # ... while around the behaviour policy one update behind (Cleanba's) it already is not
+            _, cleanba = objective(PPOObjective.prepare(rollout.samples(rollout.minibatch_indices[0, 0]), True), 0.2)
+            assert cleanba[3].item() > 1e-4
+            assert lag_kl(decoupled) > 1e-4
+        if j == 0:  # collected and learned with the same initial weights: nothing to correct
+            assert lag_kl(decoupled) == pytest.approx(0.0, abs=1e-9)
+    assert model.rollout_metrics["stats/lag_kl"] > 0
+
+
+@pytest.mark.parametrize("overlap, decoupled, logged", [(True, False, False), (False, None, False),
+                                                         (False, True, True)])
+def test_decoupling_is_on_by_default_with_overlap_only(overlap, decoupled, logged, no_child_left):
+    model, _ = fit(iterations=2, overlap=overlap, model_kwargs={"decoupled": decoupled})
+    assert ("stats/lag_kl" in model.rollout_metrics) == logged
+    if logged and not overlap:  # synchronous: the learner's weights are the ones that acted
+        assert model.rollout_metrics["stats/lag_kl"] == pytest.approx(0.0, abs=1e-9)
