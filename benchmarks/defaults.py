@@ -12,13 +12,12 @@ epochs, lr 3e-4 constant, no entropy bonus, no normalization), ``lit_sb3`` (the 
 ``vf_coef`` 1.0), ``lit_1env`` / ``lit_no_obs_norm`` / ``lit_no_reward_norm`` / ``lit_vf1`` (the package defaults
 with one of their differences from SB3's undone: one env x 2,048 steps, no observation normalization, no reward
 scaling, SB3's value-loss weight), ``lit_anneal`` (the defaults with the learning rate annealed to 0, a candidate
-fix), ``lit_overlap`` (the defaults with ``data.overlap``: learning must not change beyond noise; decoupled PPO, its
-default, since 2026-12-03), ``lit_overlap_cleanba`` (the same clipped around the behaviour policy,
-``model.decoupled: false``: the ``lit_overlap`` rows measured before then), ``lit_ent01`` (the defaults with an
-entropy bonus of 0.01, RL-Zoo's tuned LunarLanderContinuous value and CleanRL's `ppo.py` default: the
-continuous-action default since 2026-12-03), ``lit_ent0`` (no entropy bonus: the defaults before 2026-12-03;
-``lit_defaults`` rows of continuous tasks measured before then are these), ``sb3`` (SB3's ``PPO("MlpPolicy")`` with
-its defaults on one env, as SB3's docs run it). Needs the
+fix), ``lit_overlap`` (the defaults with ``data.overlap``: learning must not change beyond noise),
+``lit_overlap_decoupled`` (the same with ``model.decoupled``: clipped around the learner's policy), ``lit_ent01``
+(the defaults with an entropy bonus of 0.01, RL-Zoo's tuned LunarLanderContinuous value and CleanRL's `ppo.py`
+default: the continuous-action default since 2026-12-03), ``lit_ent0`` (no entropy bonus: the defaults before
+2026-12-03; ``lit_defaults`` rows of continuous tasks measured before then are these), ``sb3`` (SB3's
+``PPO("MlpPolicy")`` with its defaults on one env, as SB3's docs run it). Needs the
 bench extra (and box2d for LunarLander). The study behind today's defaults: ``docs/results.md``, "Package defaults".
 """
 
@@ -53,7 +52,7 @@ ARMS = {
     "lit_vf1": ["--model.vf_coef", "1.0"],  # SB3's value weight (its vf_coef 0.5 multiplies the plain MSE)
     "lit_anneal": ["--model.anneal_lr", "true"],  # the learning rate annealed linearly to 0 (CleanRL's continuous)
     "lit_overlap": ["--data.overlap", "true"],  # the defaults, collecting in a process beside the learner
-    "lit_overlap_cleanba": ["--data.overlap", "true", "--model.decoupled", "false"],  # clipped as Cleanba clips
+    "lit_overlap_decoupled": ["--data.overlap", "true", "--model.decoupled", "true"],  # decoupled PPO
     "lit_ent01": ["--model.ent_coef", "0.01"],  # an entropy bonus against the Gaussian's std collapsing early
     "lit_ent0": ["--model.ent_coef", "0.0"],  # no entropy bonus: the defaults before 2026-12-03
     "sb3": None,

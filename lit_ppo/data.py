@@ -67,8 +67,8 @@ class PPODataModule(L.LightningDataModule):
         overlap: collect the next rollout while the learner learns from this one, in a collector process beside
             the learner (one per rank) that acts with a CPU copy of the policy exactly one version behind: rollout
             ``j`` is collected with the weights from before the update on rollout ``j - 1`` (rollouts 0 and 1 both
-            with the initial ones), and PPO's ratio is taken against that behaviour policy, as in Cleanba. Same
-            seed, same numbers, and resumable, as without it; needs ``model.actor_device: cpu``
+            with the initial ones); ``model.decoupled`` corrects the update for that lag (:mod:`lit_ppo.decoupled`).
+            Same seed, same numbers, and resumable, as without it; needs ``model.actor_device: cpu``
             (:mod:`lit_ppo.overlap`). Off by default: synchronous PPO stays the reference.
     """
 

@@ -60,9 +60,9 @@ class PPOModule(L.LightningModule):
         ent_coef: entropy bonus weight; ``null``: 0.01 for Box actions, 0 for discrete (:func:`~lit_ppo.objective.default_ent_coef`).
         max_grad_norm: clip the global gradient norm of every update to this (``null``: no clipping).
         norm_adv: normalize advantages per minibatch.
-        decoupled: clip around the learner's policy at the update's start and weight each sample by its ratio to the
-            acting policy (decoupled PPO, :mod:`lit_ppo.decoupled`); ``null``: when an older policy acted (the
-            rollouts of ``data.overlap``); ``false``: around the acting policy, as Cleanba does.
+        decoupled: with ``data.overlap``, clip around the learner's policy at the update's start and weight each sample
+            by its ratio to the older policy that acted (decoupled PPO, :mod:`lit_ppo.decoupled`); ``false``: around
+            the acting policy, as Cleanba does. No effect on synchronous rollouts (the acting policy is the learner's).
         target_kl: SB3's early stop: a minibatch whose approx KL (before its step) exceeds ``1.5 * target_kl`` ends
             the rollout's updates unapplied (None: off); ``stats/updates`` logs how many were applied.
         actor_device: where the rollout's policy acts (environments always step on the CPU): ``cpu`` (a CPU copy
@@ -98,7 +98,7 @@ class PPOModule(L.LightningModule):
         max_grad_norm: Optional[float] = 0.5,
         norm_adv: bool = True,
         target_kl: Optional[float] = None,
-        decoupled: Optional[bool] = None,
+        decoupled: bool = False,
         actor_device: str = "cpu",
         on_nonfinite: str = "stop",
         max_skipped_rollouts: int = 3,
@@ -183,7 +183,7 @@ class PPOModule(L.LightningModule):
         remaining = 1.0 - rollout.budget_fraction  # annealing follows the budget
         lr = hp.lr * (remaining if hp.anneal_lr else 1.0)
         clip_coef = hp.clip_coef * (remaining if hp.anneal_clip else 1.0)
-        if hp.decoupled or (hp.decoupled is None and rollout.policy_lag):
+        if hp.decoupled and rollout.policy_lag:
             rollout = decouple(self.policy, rollout)
         sums, updates, skipped = self._update(rollout, lr, clip_coef)
         self.nonfinite.check_rollout(sums, list(self.policy.parameters()), updates, skipped, rollout.nonfinite,
