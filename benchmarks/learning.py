@@ -183,21 +183,29 @@ def run_one(config: Path, seed: int, timesteps: Optional[int], episodes: int, fi
     progress = (json.loads(progress_path.read_text()) if progress_path.exists()
                 else {"config_sha": sha, "attempts": [], "done": False})
     if not progress["done"]:
-        resume, code_version = checkpoint(directory, "last.ckpt") is not None, commit()
+        last_saved = checkpoint(directory, "last.ckpt")
+        if progress["attempts"] and progress["attempts"][-1]["exit"] == "running":
+            # its driver was killed (SIGKILL, a session's end) before it could write: keep the attempt, timed
+            # up to its last checkpoint (later work was lost), so the wall time and process count stay honest
+            killed = progress["attempts"][-1]
+            saved_at = last_saved.stat().st_mtime if last_saved is not None else killed["started"]
+            killed.update(exit="killed", wall_s=round(max(0.0, saved_at - killed["started"]), 1))
+        resume, code_version = last_saved is not None, commit()
         args = ["fit", "--config", str(config), "--seed_everything", str(seed), *QUIET, *fit_args,
                 *(["--data.total_timesteps", str(timesteps)] if timesteps else []),
                 *(["--ckpt_path", "last"] if resume else [])]
         print(f"fit {config.name} seed {seed} at {budget:,} steps{' (resuming)' if resume else ''} in {directory}",
               flush=True)
+        attempt = {"wall_s": 0.0, "exit": "running", "resumed": resume, "commit": code_version, "started": time.time()}
+        progress["attempts"].append(attempt)  # written first, so that a driver killed outright leaves a trace
+        progress_path.write_text(json.dumps(progress, indent=1))
         try:
             code, wall = lit_ppo([args], directory, directory / "process.log", on_signal)
         except Stopped:
-            progress["attempts"].append({"wall_s": round(on_signal["wall"], 1), "exit": "stopped", "resumed": resume,
-                                         "commit": code_version})
+            attempt.update(wall_s=round(on_signal["wall"], 1), exit="stopped")
             progress_path.write_text(json.dumps(progress, indent=1))
             raise
-        progress["attempts"].append({"wall_s": round(wall, 1), "exit": code, "resumed": resume,
-                                     "commit": code_version})
+        attempt.update(wall_s=round(wall, 1), exit=code)
         progress["done"] = code == 0
         progress_path.write_text(json.dumps(progress, indent=1))
         if code != 0:
@@ -216,6 +224,7 @@ def run_one(config: Path, seed: int, timesteps: Optional[int], episodes: int, fi
         "fit_args": fit_args, "final": final, "best": best_eval, "eval_wall_s": evaluations["wall_s"],
         "fit_wall_s": round(sum(a["wall_s"] for a in progress["attempts"]), 1),
         "fit_attempts": len(progress["attempts"]),
+        "fit_attempts_killed": sum(a["exit"] == "killed" for a in progress["attempts"]),
         "cpu": cpu_model(), "cpus": os.cpu_count(), "date": time.strftime("%Y-%m-%d"),
         # the code each fit process ran (a resumed run may span several); older fit.json files did not record it
         "commits": sorted({a.get("commit", "?") for a in progress["attempts"]}), "evaluated_with": commit(),

@@ -150,10 +150,12 @@ def table(config: str, runs_by_budget: dict[int, list[dict]], figure_link: Optio
             f, b = r["final"], r.get("best")
             best_text = (f"; best.ckpt (from {b['env_steps']:,} steps) {b['return_mean']:.1f} ± {b['return_std']:.1f}"
                          if b else "; no best.ckpt (no evaluation during the fit)")
+            killed = (f" ({r['fit_attempts_killed']} killed outright, timed to its last checkpoint)"
+                      if r.get("fit_attempts_killed") else "")
             extra = f"; fit args `{' '.join(r['fit_args'])}`" if r.get("fit_args") else ""
             lines.append(f"- {budget:,} steps, seed {r['seed']}: final ({f['env_steps']:,} steps) "
                          f"{f['return_mean']:.1f} ± {f['return_std']:.1f} over {f['episodes']} episodes{best_text}; "
-                         f"fit {r['fit_wall_s'] / 60:.1f} min in {r['fit_attempts']} process(es){extra}")
+                         f"fit {r['fit_wall_s'] / 60:.1f} min in {r['fit_attempts']} process(es){killed}{extra}")
     if figure_link:
         lines += ["", f"![{config} learning curves]({figure_link})"]
     return lines + [""]

@@ -132,6 +132,43 @@ def test_learning_resumes_an_interrupted_run_from_its_last_checkpoint(tmp_path):
     assert result["fit_attempts"] == 2 and result["final"]["env_steps"] == 60 * 256
 
 
+def test_learning_keeps_an_attempt_whose_driver_was_killed_outright(tmp_path, monkeypatch):
+    """A driver killed with SIGKILL cannot write its attempt when the fit ends: the record written before the fit
+    starts stays, and the next run counts it, timed to its last checkpoint (the work after that was lost)."""
+    import time
+
+    monkeypatch.syspath_prepend(str(BENCHMARKS))
+    import learning
+
+    def fit_killed(commands, cwd, log, on_signal):  # dies after its first checkpoint, 30 s into the fit
+        (cwd / "runs/cartpole/checkpoints").mkdir(parents=True, exist_ok=True)
+        saved = cwd / "runs/cartpole/checkpoints/last.ckpt"
+        saved.write_text("")
+        started = json.loads((cwd / "fit.json").read_text())["attempts"][-1]["started"]
+        os.utime(saved, (started + 30.0, started + 30.0))
+        raise KeyboardInterrupt  # stands for SIGKILL: nothing after this line of the driver runs
+
+    def fit_finishes(commands, cwd, log, on_signal):
+        return 0, 12.0
+
+    monkeypatch.setattr(learning, "evaluate", lambda *args: {"final": {"return_mean": 1.0, "return_std": 0.0},
+                                                              "wall_s": 0.0})
+    monkeypatch.setattr(learning, "write_curves", lambda directory: None)
+    config = learning.CONFIG_DIR / "cartpole.yaml"
+    monkeypatch.setattr(learning, "lit_ppo", fit_killed)
+    with pytest.raises(KeyboardInterrupt):
+        learning.run_one(config, 1, 512, 3, [], tmp_path, {})
+    progress = json.loads((tmp_path / "cartpole/steps512/seed1/fit.json").read_text())
+    assert [a["exit"] for a in progress["attempts"]] == ["running"] and not progress["done"]
+    monkeypatch.setattr(learning, "lit_ppo", fit_finishes)
+    result = learning.run_one(config, 1, 512, 3, [], tmp_path, {})
+    assert result["fit_attempts"] == 2 and result["fit_attempts_killed"] == 1
+    assert result["fit_wall_s"] == 42.0  # 30 s to the killed attempt's last checkpoint + the 12 s resumed fit
+    attempts = json.loads((tmp_path / "cartpole/steps512/seed1/fit.json").read_text())["attempts"]
+    assert [(a["exit"], a["resumed"]) for a in attempts] == [("killed", False), (0, True)]
+    assert time.time() - attempts[0]["started"] < 60
+
+
 def test_learning_sets_aside_a_run_of_other_settings_and_runs_again(tmp_path, monkeypatch):
     monkeypatch.syspath_prepend(str(BENCHMARKS))
     import learning
