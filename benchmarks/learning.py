@@ -21,7 +21,9 @@ the result): that run's directory is then renamed ``stale-<hash>-seed<S>`` and t
 ``--timesteps`` replaces the config's budget (where the published one cannot fit; the result and the table say
 so). The report is rebuilt from every ``result.json`` under OUT after each run (``learning_report.py``).
 SIGTERM/SIGINT stop the current fit at its next rollout boundary (it saves ``last.ckpt``; run the same command
-again to continue).
+again to continue). Each fit attempt is recorded in ``fit.json`` before it starts (``attempts.py``): if this runner
+is itself killed outright (SIGKILL), the next run counts that attempt, timed to its last checkpoint, or refuses to
+start while the fit it left behind still runs.
 """
 
 import argparse
@@ -35,9 +37,10 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Optional
+from typing import Callable, Optional
 
 from harness import REPO, child_env
+from attempts import close_killed_attempt, write_json
 from learning_report import config_sha, read_config, write_report  # one way: the report never imports this file
 
 CONFIG_DIR = REPO / "lit_ppo" / "configs"
@@ -86,10 +89,11 @@ def run_dir(out: Path, config: Path, budget: int, seed: int) -> Path:
 COMMANDS = "import json, sys; from lit_ppo.cli import main; [main(json.loads(args)) for args in sys.argv[1:]]"
 
 
-def lit_ppo(commands: list[list[str]], cwd: Path, log: Path, on_signal: dict) -> tuple[int, float]:
+def lit_ppo(commands: list[list[str]], cwd: Path, log: Path, on_signal: dict,
+            started: Optional[Callable[[int], None]] = None) -> tuple[int, float]:
     """``python -m lit_ppo`` command lines run one after the other in one process, output appended to ``log``;
-    (exit status, wall seconds). A signal to the runner is passed on as SIGTERM (a fit finishes its rollout, saves
-    last.ckpt and exits) and raises Stopped."""
+    (exit status, wall seconds); ``started`` gets the process's pid. A signal to the runner is passed on as SIGTERM
+    (a fit finishes its rollout, saves last.ckpt and exits) and raises Stopped."""
     cwd.mkdir(parents=True, exist_ok=True)
     start = time.perf_counter()
     with log.open("a") as out:
@@ -101,7 +105,13 @@ def lit_ppo(commands: list[list[str]], cwd: Path, log: Path, on_signal: dict) ->
         proc = subprocess.Popen(argv, cwd=cwd, env=child_env(), stdout=out, stderr=subprocess.STDOUT)
         on_signal["proc"] = proc
         try:
+            if started is not None:
+                started(proc.pid)
             proc.wait()
+        except BaseException:  # the runner failing must not leave its fit behind
+            proc.terminate()
+            proc.wait()
+            raise
         finally:
             on_signal["proc"] = None
     on_signal["wall"] = time.perf_counter() - start
@@ -185,11 +195,7 @@ def run_one(config: Path, seed: int, timesteps: Optional[int], episodes: int, fi
     if not progress["done"]:
         last_saved = checkpoint(directory, "last.ckpt")
         if progress["attempts"] and progress["attempts"][-1]["exit"] == "running":
-            # its driver was killed (SIGKILL, a session's end) before it could write: keep the attempt, timed
-            # up to its last checkpoint (later work was lost), so the wall time and process count stay honest
-            killed = progress["attempts"][-1]
-            saved_at = last_saved.stat().st_mtime if last_saved is not None else killed["started"]
-            killed.update(exit="killed", wall_s=round(max(0.0, saved_at - killed["started"]), 1))
+            close_killed_attempt(progress["attempts"][-1], directory, last_saved)
         resume, code_version = last_saved is not None, commit()
         args = ["fit", "--config", str(config), "--seed_everything", str(seed), *QUIET, *fit_args,
                 *(["--data.total_timesteps", str(timesteps)] if timesteps else []),
@@ -198,16 +204,25 @@ def run_one(config: Path, seed: int, timesteps: Optional[int], episodes: int, fi
               flush=True)
         attempt = {"wall_s": 0.0, "exit": "running", "resumed": resume, "commit": code_version, "started": time.time()}
         progress["attempts"].append(attempt)  # written first, so that a driver killed outright leaves a trace
-        progress_path.write_text(json.dumps(progress, indent=1))
+        write_json(progress_path, progress)
+
+        def started(pid: int) -> None:  # the fit's pid, so that a fit left running by a killed driver is found
+            attempt["pid"] = pid
+            write_json(progress_path, progress)
+
         try:
-            code, wall = lit_ppo([args], directory, directory / "process.log", on_signal)
+            code, wall = lit_ppo([args], directory, directory / "process.log", on_signal, started)
         except Stopped:
             attempt.update(wall_s=round(on_signal["wall"], 1), exit="stopped")
-            progress_path.write_text(json.dumps(progress, indent=1))
+            write_json(progress_path, progress)
+            raise
+        except BaseException:  # the runner's own failure, not a kill: say so rather than leave "running"
+            attempt.update(wall_s=round(time.time() - attempt["started"], 1), exit="error")
+            write_json(progress_path, progress)
             raise
         attempt.update(wall_s=round(wall, 1), exit=code)
         progress["done"] = code == 0
-        progress_path.write_text(json.dumps(progress, indent=1))
+        write_json(progress_path, progress)
         if code != 0:
             raise RuntimeError(f"fit failed (exit {code}); see {directory / 'process.log'}")
     last, best = checkpoint(directory, "last.ckpt"), checkpoint(directory, "best.ckpt")
@@ -229,7 +244,7 @@ def run_one(config: Path, seed: int, timesteps: Optional[int], episodes: int, fi
         # the code each fit process ran (a resumed run may span several); older fit.json files did not record it
         "commits": sorted({a.get("commit", "?") for a in progress["attempts"]}), "evaluated_with": commit(),
     }
-    result_path.write_text(json.dumps(result, indent=1) + "\n")
+    write_json(result_path, result)
     best_text = f", best.ckpt {best_eval['return_mean']:.1f}" if best_eval else ""
     print(f"  final {final['return_mean']:.1f} +- {final['return_std']:.1f}{best_text} "
           f"({result['fit_wall_s'] / 60:.1f} min)", flush=True)

@@ -133,38 +133,53 @@ def test_learning_resumes_an_interrupted_run_from_its_last_checkpoint(tmp_path):
 
 
 def test_learning_keeps_an_attempt_whose_driver_was_killed_outright(tmp_path, monkeypatch):
-    """A driver killed with SIGKILL cannot write its attempt when the fit ends: the record written before the fit
-    starts stays, and the next run counts it, timed to its last checkpoint (the work after that was lost)."""
+    """A runner killed with SIGKILL cannot write its attempt when the fit ends: the record written before the fit
+    started stays; the next run refuses to start beside that fit while it still runs, then counts the attempt,
+    timed to its last checkpoint (the work after that was lost)."""
     import time
 
     monkeypatch.syspath_prepend(str(BENCHMARKS))
     import learning
 
-    def fit_killed(commands, cwd, log, on_signal):  # dies after its first checkpoint, 30 s into the fit
+    run_dir = tmp_path / "cartpole/steps512/seed1"
+    on_disk = {}
+
+    def fit_then_runner_killed(commands, cwd, log, on_signal, started):  # saves once, 30 s into the fit
+        started(4242)  # the fit's pid, written before it runs
         (cwd / "runs/cartpole/checkpoints").mkdir(parents=True, exist_ok=True)
         saved = cwd / "runs/cartpole/checkpoints/last.ckpt"
         saved.write_text("")
-        started = json.loads((cwd / "fit.json").read_text())["attempts"][-1]["started"]
-        os.utime(saved, (started + 30.0, started + 30.0))
-        raise KeyboardInterrupt  # stands for SIGKILL: nothing after this line of the driver runs
-
-    def fit_finishes(commands, cwd, log, on_signal):
-        return 0, 12.0
+        on_disk["fit.json"] = (cwd / "fit.json").read_text()  # what a SIGKILL now would leave
+        begun = json.loads(on_disk["fit.json"])["attempts"][-1]["started"]
+        os.utime(saved, (begun + 30.0, begun + 30.0))
+        raise KeyboardInterrupt
 
     monkeypatch.setattr(learning, "evaluate", lambda *args: {"final": {"return_mean": 1.0, "return_std": 0.0},
                                                               "wall_s": 0.0})
     monkeypatch.setattr(learning, "write_curves", lambda directory: None)
     config = learning.CONFIG_DIR / "cartpole.yaml"
-    monkeypatch.setattr(learning, "lit_ppo", fit_killed)
+    monkeypatch.setattr(learning, "lit_ppo", fit_then_runner_killed)
     with pytest.raises(KeyboardInterrupt):
         learning.run_one(config, 1, 512, 3, [], tmp_path, {})
-    progress = json.loads((tmp_path / "cartpole/steps512/seed1/fit.json").read_text())
-    assert [a["exit"] for a in progress["attempts"]] == ["running"] and not progress["done"]
-    monkeypatch.setattr(learning, "lit_ppo", fit_finishes)
+    assert json.loads((run_dir / "fit.json").read_text())["attempts"][-1]["exit"] == "error"  # the runner's own
+    (run_dir / "fit.json").write_text(on_disk["fit.json"])
+    assert [(a["exit"], a["pid"]) for a in json.loads(on_disk["fit.json"])["attempts"]] == [("running", 4242)]
+
+    fit = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)", "-m", "lit_ppo"])  # its fit, alive
+    try:
+        progress = json.loads(on_disk["fit.json"])
+        progress["attempts"][-1]["pid"] = fit.pid
+        (run_dir / "fit.json").write_text(json.dumps(progress))
+        with pytest.raises(RuntimeError, match=f"still runs in .*pid {fit.pid}.*kill {fit.pid}"):
+            learning.run_one(config, 1, 512, 3, [], tmp_path, {})
+    finally:
+        fit.kill()
+        fit.wait()
+    monkeypatch.setattr(learning, "lit_ppo", lambda commands, cwd, log, on_signal, started: (0, 12.0))
     result = learning.run_one(config, 1, 512, 3, [], tmp_path, {})
     assert result["fit_attempts"] == 2 and result["fit_attempts_killed"] == 1
     assert result["fit_wall_s"] == 42.0  # 30 s to the killed attempt's last checkpoint + the 12 s resumed fit
-    attempts = json.loads((tmp_path / "cartpole/steps512/seed1/fit.json").read_text())["attempts"]
+    attempts = json.loads((run_dir / "fit.json").read_text())["attempts"]
     assert [(a["exit"], a["resumed"]) for a in attempts] == [("killed", False), (0, True)]
     assert time.time() - attempts[0]["started"] < 60
 
@@ -173,7 +188,7 @@ def test_learning_sets_aside_a_run_of_other_settings_and_runs_again(tmp_path, mo
     monkeypatch.syspath_prepend(str(BENCHMARKS))
     import learning
 
-    def fake_fit(commands, cwd, log, on_signal):  # what a finished fit leaves, without training
+    def fake_fit(commands, cwd, log, on_signal, started=None):  # what a finished fit leaves, without training
         (cwd / "runs/cartpole/checkpoints").mkdir(parents=True, exist_ok=True)
         (cwd / "runs/cartpole/checkpoints/last.ckpt").write_text("")
         return 0, 1.0
