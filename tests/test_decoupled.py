@@ -57,3 +57,11 @@ def test_decoupling_is_off_by_default_and_leaves_synchronous_rollouts_alone(over
     # Cleanba's clip unless asked; a synchronous rollout was acted by the learner's own weights: nothing to decouple
     model, _ = fit(iterations=2, overlap=overlap, model_kwargs=model_kwargs)
     assert "stats/lag_kl" not in model.rollout_metrics
+
+
+def test_decoupled_setting_leaves_a_synchronous_fit_bit_identical():
+    # what lets halfcheetah.yaml set it for overlapped runs and keep its synchronous results
+    plain, _ = fit(iterations=3, overlap=False)
+    decoupled, _ = fit(iterations=3, overlap=False, model_kwargs={"decoupled": True})
+    for (name, a), b in zip(plain.policy.state_dict().items(), decoupled.policy.state_dict().values()):
+        assert torch.equal(a, b), name
