@@ -17,7 +17,8 @@ a checkpoint that does not fit it is refused (:func:`lit_ppo.checkpointing.check
 
 from typing import Any, Optional
 
-from lit_ppo.checkpointing import ARCHITECTURE_KEYS, CheckpointError, check_compatible, plain
+from lit_ppo.checkpoint_files import CheckpointError
+from lit_ppo.checkpointing import ARCHITECTURE_KEYS, check_compatible, plain
 from lit_ppo.config_checks import parsed_configs
 
 # Data settings that the policy's meaning depends on, with how a checkpoint's env_spec holds them.

@@ -1,5 +1,5 @@
-"""What makes stopping and resuming a non-event: checking checkpoint files and their fit with the run,
-process-wide random states, and a checkpoint at the next rollout boundary on SIGTERM/SIGINT.
+"""What makes stopping and resuming a non-event: checking a checkpoint's fit with the run (the file itself:
+:mod:`lit_ppo.checkpoint_files`), process-wide random states, and a checkpoint at the next rollout boundary on SIGTERM/SIGINT.
 
 Saving itself is Lightning's: ``ModelCheckpoint`` writes through ``_atomic_save`` (serialized in memory,
 then written inside an fsspec transaction: a temporary file renamed over the old one on success), so an
@@ -10,7 +10,6 @@ checks that behaviour rather than trusting it.
 import os
 import random
 import signal
-import zipfile
 from typing import Any, Optional
 
 import lightning as L
@@ -20,54 +19,19 @@ from lightning.pytorch.callbacks import Checkpoint, ModelCheckpoint
 from lightning.pytorch.plugins.io import TorchCheckpointIO
 from lightning.pytorch.utilities import rank_zero_info
 
-from lit_ppo.errors import ConfigError
+from lit_ppo.checkpoint_files import CheckpointError, corrupt
 from lit_ppo.recurrent import RecurrentConfig
-
-SPECIAL_CKPT_PATHS = ("last", "best", "hpc", "registry")
-
-
-class CheckpointError(ConfigError):
-    """A checkpoint file cannot be used: missing, empty, corrupt, or from another environment or network."""
-
 
 # Model settings that decide the network's shape: a checkpoint loads only into the same ones.
 ARCHITECTURE_KEYS = {"hidden_sizes": "hidden sizes", "encoder": "encoder", "activation": "activation",
                      "network": "network", "recurrent": "recurrent core"}
 
 
-def check_checkpoint_file(path: Optional[str]) -> Optional[dict[str, Any]]:
-    """Fail with the file's name before any training if ``path`` cannot be a loadable checkpoint; returns the
-    checkpoint (None for Lightning's special paths such as ``last``)."""
-    if path is None or str(path) in SPECIAL_CKPT_PATHS or str(path).startswith("registry:"):
-        return None
-    if not os.path.exists(path):
-        raise CheckpointError(f"ckpt_path: checkpoint file {path} does not exist. Check the path, or use "
-                              "`--ckpt_path last` to resume from the checkpoint directory of the config.")
-    if os.path.isdir(path):
-        raise CheckpointError(f"ckpt_path: {path} is a directory; give the checkpoint file (e.g. {path}/last.ckpt).")
-    if os.path.getsize(path) == 0:
-        raise CheckpointError(f"ckpt_path: checkpoint file {path} is empty (0 bytes): the save that wrote it did "
-                              "not finish. Use an earlier checkpoint.")
-    try:
-        if not zipfile.is_zipfile(path):
-            raise ValueError("not a torch checkpoint archive")
-        checkpoint = torch.load(path, map_location="cpu", weights_only=True)
-    except Exception as err:
-        raise corrupt(path, err) from None
-    if not isinstance(checkpoint, dict) or "state_dict" not in checkpoint:
-        raise CheckpointError(f"ckpt_path: {path} holds no Lightning checkpoint (no 'state_dict').")
-    return checkpoint
-
-
-def corrupt(path: Any, err: BaseException) -> CheckpointError:
-    return CheckpointError(f"ckpt_path: checkpoint file {path} is corrupt or not a Lightning checkpoint "
-                           f"({type(err).__name__}: {str(err).splitlines()[0][:200]}). Use an earlier checkpoint.")
-
-
 class CheckedCheckpointIO(TorchCheckpointIO):
-    """Lightning's checkpoint reading, with a file that cannot be read named as :func:`check_checkpoint_file` names
-    it: the CLI checks a checkpoint when it parses the command line, and the Trainer reads it again later (a file
-    that changed in between gave torch's ``PytorchStreamReader`` traceback)."""
+    """Lightning's checkpoint reading, with a file that cannot be read named as
+    :func:`lit_ppo.checkpoint_files.check_checkpoint_file` names it: the CLI checks a checkpoint when it parses the
+    command line, and the Trainer reads it again later (a file that changed in between gave torch's
+    ``PytorchStreamReader`` traceback)."""
 
     def load_checkpoint(self, path, *args: Any, **kwargs: Any) -> dict[str, Any]:
         try:

@@ -18,7 +18,8 @@ from lightning.pytorch.utilities import rank_zero_only, rank_zero_warn
 from lit_ppo.callbacks import default_callbacks
 from lit_ppo.checkpoint_settings import (POLICY_DATA_KEYS, data_settings_from_checkpoint, explicit_settings,
                                         model_settings_from_checkpoint)
-from lit_ppo.checkpointing import CheckedCheckpointIO, check_checkpoint_file, check_fresh_checkpoint_dirs
+from lit_ppo.checkpoint_files import check_checkpoint_file
+from lit_ppo.checkpointing import CheckedCheckpointIO, check_fresh_checkpoint_dirs
 from lit_ppo.config_checks import check_command_line
 from lit_ppo.data import PPODataModule
 from lit_ppo.errors import ConfigError, EnvStepError, NonFiniteError

@@ -123,9 +123,7 @@ class PPOModule(L.LightningModule):
         require(max_skipped_rollouts >= 1, "model.max_skipped_rollouts", f"must be >= 1, got {max_skipped_rollouts}.")
         self.save_hyperparameters()
         self.automatic_optimization = False  # several optimizer steps per Lightning step: see the module docstring
-        self.policy = ActorCritic.from_env_spec(env_spec, hidden_sizes=list(hidden_sizes), encoder=encoder,
-                                                activation=activation, network=network, recurrent=recurrent,
-                                                log_std_init=log_std_init, ortho_init=ortho_init)
+        self.policy = ActorCritic.from_settings(self.hparams)
         value_clip = None if clip_vloss is False else float(clip_coef if clip_vloss is True else clip_vloss)
         ent_coef = default_ent_coef(env_spec["action"]) if ent_coef is None else ent_coef
         self.objective = PPOObjective(self.policy, vf_coef, ent_coef, value_clip, compile)

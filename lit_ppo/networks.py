@@ -16,7 +16,7 @@ Initialization is PPO's reference one: orthogonal, gain sqrt(2) hidden, 0.01 pol
 """
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, Callable, Optional, Union
 
 import torch
@@ -31,6 +31,8 @@ from lit_ppo.recurrent import RecurrentConfig, RecurrentCore
 from lit_ppo.spaces import ActionSpec, ObservationSpec, spec_from_dict
 
 ACTIVATIONS = {"tanh": nn.Tanh, "relu": nn.ReLU}
+# PPOModule's settings that build its policy: what a checkpoint's hyper-parameters rebuild the network from.
+POLICY_SETTINGS = ("hidden_sizes", "encoder", "activation", "network", "recurrent", "log_std_init", "ortho_init")
 
 
 def mlp(in_features: int, hidden_sizes: Sequence[int], out_features: int, out_gain: float,
@@ -160,6 +162,15 @@ class ActorCritic(nn.Module):
         return cls(spec_from_dict(env_spec["observation"]), spec_from_dict(env_spec["action"]),
                    normalize_obs=bool(env_spec.get("normalize_obs")),
                    normalize_reward=bool(env_spec.get("normalize_reward")), **kwargs)
+
+    @classmethod
+    def from_settings(cls, settings: Mapping[str, Any]) -> "ActorCritic":
+        """The policy of ``PPOModule(**settings)``: ``settings`` its hyper-parameters (a checkpoint's
+        ``hyper_parameters``), ``env_spec`` among them; one way to build it for training and for loading."""
+        kwargs = {key: settings[key] for key in POLICY_SETTINGS if key in settings}
+        if "hidden_sizes" in kwargs:
+            kwargs["hidden_sizes"] = list(kwargs["hidden_sizes"])
+        return cls.from_env_spec(settings["env_spec"], **kwargs)
 
     @property
     def state_size(self) -> int:

@@ -34,7 +34,7 @@ import numpy as np
 import torch
 from gymnasium import spaces
 
-from lit_ppo.checkpointing import CheckpointError, check_checkpoint_file
+from lit_ppo.checkpoint_files import CheckpointError, check_checkpoint_file
 from lit_ppo.networks import ActorCritic
 from lit_ppo.spaces import actions_to_env, batch_observations, observations_to_tensor
 
@@ -197,22 +197,28 @@ def load_exported_policy(path: Path, device: Union[str, torch.device] = "cpu") -
 def load_policy(path: Union[str, Path], device: Union[str, torch.device] = "cpu") -> TrainedPolicy:
     """The policy of a lit_ppo checkpoint (``last.ckpt``, ``best.ckpt``) or of a file ``lit_ppo export`` wrote
     (``.onnx``, ``.pt``: CPU only, deterministic or stochastic as exported), ready to
-    :meth:`~TrainedPolicy.predict`, without a Trainer. The environment is made once to read its spaces (so its package must be importable, as for
-    ``validate``). A file that is not a lit_ppo checkpoint raises :class:`lit_ppo.checkpointing.CheckpointError`.
+    :meth:`~TrainedPolicy.predict`, without a Trainer and without importing Lightning. The environment is made once to read its spaces (so its package must be importable, as for
+    ``validate``). A file that is not a lit_ppo checkpoint raises :class:`lit_ppo.checkpoint_files.CheckpointError`.
 
     Args:
         path: the checkpoint file ``fit`` wrote.
         device: where the network runs (``"cpu"`` by default).
     """
-    from lit_ppo.module import PPOModule
-
     if Path(path).suffix in (".onnx", ".pt"):
         return load_exported_policy(Path(path), device)
     checkpoint = check_checkpoint_file(str(path))
-    module = PPOModule.load_from_checkpoint(str(path), map_location="cpu", weights_only=True)
+    settings = checkpoint.get("hyper_parameters") or {}
+    if "env_spec" not in settings:
+        raise CheckpointError(f"{path}: no lit_ppo settings in it (hyper_parameters.env_spec): load a checkpoint "
+                              "that `python -m lit_ppo fit` wrote")
+    # PPOModule's policy rebuilt as PPOModule builds it, without Lightning: acting needs only the network
+    policy = ActorCritic.from_settings(settings)
+    prefix = "policy."
+    policy.load_state_dict({key[len(prefix):]: value for key, value in checkpoint["state_dict"].items()
+                            if key.startswith(prefix)})
     data = dict(checkpoint.get("datamodule_hyper_parameters") or {})
-    data.setdefault("env_id", module.hparams.env_spec["env_id"])
+    data.setdefault("env_id", settings["env_spec"]["env_id"])
     observation_space, action_space = env_spaces(data)
-    return TrainedPolicy(module.policy, observation_space, action_space,
-                         action_masks=bool(module.hparams.env_spec.get("action_masks")), device=device)
+    return TrainedPolicy(policy, observation_space, action_space,
+                         action_masks=bool(settings["env_spec"].get("action_masks")), device=device)
 

@@ -18,7 +18,7 @@ import pytest
 import torch
 
 from lit_ppo import PPODataModule, PPOModule
-from lit_ppo.checkpointing import CheckpointError
+from lit_ppo.checkpoint_files import CheckpointError
 from tests.conftest import wait_for_file
 
 BASE = ["--config", "cartpole.yaml", "--trainer.enable_progress_bar", "false"]

@@ -2,6 +2,8 @@
 one observation at a time or batched, with normalization, bounds, Dict observations, recurrent state and masks."""
 
 import re
+import subprocess
+import sys
 
 import gymnasium as gym
 import numpy as np
@@ -119,6 +121,17 @@ def test_a_wrong_observation_shape_is_named(cli_in_process, tmp_path):
     assert state is None and np.ndim(action) == 0
     actions, _ = policy.predict(np.zeros((5, 4), np.float32))
     assert actions.shape == (5,)
+
+
+def test_acting_with_a_trained_policy_does_not_import_lightning(cli_in_process, tmp_path):
+    # a process that only acts (a robot, a web service) skips Lightning's ~3-s import: lit_ppo.checkpoint_files
+    ckpt = _fit(cli_in_process, tmp_path, "--data.total_timesteps", "512")
+    code = ("import sys, numpy, lit_ppo\n"
+            f"action, _ = lit_ppo.load_policy({str(ckpt)!r}).predict(numpy.zeros(4, numpy.float32))\n"
+            "print(int(action), sorted({m.split('.')[0] for m in sys.modules} & {'lightning', 'pytorch_lightning'}))")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.split()[1:] == ["[]"], proc.stdout
 
 
 @pytest.mark.parametrize("fmt, suffix", [("onnx", ".onnx"), ("torchscript", ".pt")])

@@ -73,7 +73,7 @@ def load_for_export(ckpt_path: Path):
     action masks (None for a policy trained without them) and the data settings it was trained with."""
     if not ckpt_path.is_file():
         raise ExportError(f"checkpoint not found: {ckpt_path}")
-    from lit_ppo.checkpointing import check_checkpoint_file
+    from lit_ppo.checkpoint_files import check_checkpoint_file
     from lit_ppo.module import PPOModule
 
     check_checkpoint_file(str(ckpt_path))  # a file that is no checkpoint is named in one line
