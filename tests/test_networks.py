@@ -2,6 +2,7 @@ import pytest
 import torch
 from torch import nn
 
+import lit_ppo
 from lit_ppo.distributions import CategoricalHead
 from lit_ppo.networks import ActorCritic, mlp
 from lit_ppo.spaces import BoxSpec, DiscreteSpec
@@ -148,6 +149,9 @@ def test_a_users_network_from_a_config_trains_and_its_checkpoint_validates(cli, 
     # a fresh process rebuilds the network from the checkpoint's hyperparameters
     out = cli("validate", *common, "--ckpt_path", "ckpt/last.ckpt", cwd=tmp_path).stdout
     assert "eval/return_mean" in out
+    # and so does load_policy, without Lightning: the user's trunk, its trained weights
+    policy = lit_ppo.load_policy(tmp_path / "ckpt" / "last.ckpt")
+    assert torch.equal(policy.policy.encoder.net.layers[0].weight, weights["policy.encoder.net.layers.0.weight"])
 
 
 @pytest.mark.parametrize("network, message", [
