@@ -1,5 +1,6 @@
 """What makes stopping and resuming a non-event: checking a checkpoint's fit with the run (the file itself:
-:mod:`lit_ppo.checkpoint_files`), process-wide random states, and a checkpoint at the next rollout boundary on SIGTERM/SIGINT.
+:mod:`lit_ppo.checkpoint_files`), process-wide random states, and a checkpoint at the next rollout boundary on
+SIGTERM/SIGINT.
 
 Saving itself is Lightning's: ``ModelCheckpoint`` writes through ``_atomic_save`` (serialized in memory,
 then written inside an fsspec transaction: a temporary file renamed over the old one on success), so an

@@ -8,8 +8,10 @@ import sys
 import gymnasium as gym
 import numpy as np
 import pytest
+import torch
 
 import lit_ppo
+from lit_ppo.checkpoint_files import CheckpointError
 from lit_ppo.envs import make_evaluation_env, make_vector_env
 
 QUIET = ["--trainer.logger", "false", "--trainer.enable_progress_bar", "false"]
@@ -121,6 +123,13 @@ def test_a_wrong_observation_shape_is_named(cli_in_process, tmp_path):
     assert state is None and np.ndim(action) == 0
     actions, _ = policy.predict(np.zeros((5, 4), np.float32))
     assert actions.shape == (5,)
+
+
+def test_a_checkpoint_without_lit_ppo_settings_is_named(tmp_path):
+    path = tmp_path / "other.ckpt"
+    torch.save({"state_dict": {}, "hyper_parameters": {"lr": 0.1}}, path)  # a Lightning checkpoint of another model
+    with pytest.raises(CheckpointError, match=r"other.ckpt: no lit_ppo settings in it .*python -m lit_ppo fit"):
+        lit_ppo.load_policy(path)
 
 
 def test_acting_with_a_trained_policy_does_not_import_lightning(cli_in_process, tmp_path):
