@@ -21,6 +21,7 @@ from lightning.pytorch.plugins.io import TorchCheckpointIO
 from lightning.pytorch.utilities import rank_zero_info
 
 from lit_ppo.checkpoint_files import CheckpointError, corrupt
+from lit_ppo.errors import ConfigError
 from lit_ppo.recurrent import RecurrentConfig
 
 # Model settings that decide the network's shape: a checkpoint loads only into the same ones.
