@@ -198,7 +198,8 @@ def load_policy(path: Union[str, Path], device: Union[str, torch.device] = "cpu"
     """The policy of a lit_ppo checkpoint (``last.ckpt``, ``best.ckpt``) or of a file ``lit_ppo export`` wrote
     (``.onnx``, ``.pt``: CPU only, deterministic or stochastic as exported), ready to
     :meth:`~TrainedPolicy.predict`, without a Trainer and without importing Lightning. The environment is made once
-    to read its spaces (so its package must be importable, as for ``validate``). A file that is not a lit_ppo checkpoint raises :class:`lit_ppo.checkpoint_files.CheckpointError`.
+    to read its spaces (so its package must be importable, as for ``validate``). A file that is not a lit_ppo
+    checkpoint raises :class:`lit_ppo.checkpoint_files.CheckpointError`.
 
     Args:
         path: the checkpoint file ``fit`` wrote.
