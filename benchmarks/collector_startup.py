@@ -20,7 +20,7 @@ def main() -> None:
     # the CLI's collector does.
     import lit_ppo
     from lit_ppo import PPODataModule, PPOModule
-    from lit_ppo.overlap import OverlappedRolloutDataset
+    from lit_ppo.collection.overlap.dataset import OverlappedRolloutDataset
 
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--repeats", type=int, default=6)

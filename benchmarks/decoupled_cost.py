@@ -1,4 +1,4 @@
-"""What ``model.decoupled`` adds to a rollout's update: :func:`lit_ppo.decoupled.decouple` (one no-grad forward pass
+"""What ``model.decoupled`` adds to a rollout's update: :func:`lit_ppo.learning.decoupled.decouple` (one no-grad forward pass
 over the rollout) against the update itself (``update_epochs`` passes of minibatch steps), in one process at
 ``halfcheetah.yaml``'s shapes by default (HalfCheetah-v5's 17-dim observations and 6-dim actions, 1 x 2,048 samples,
 10 epochs of 32 minibatches of 64, a 64-64 MLP, one torch thread). Medians of ``--repeats``.
@@ -13,9 +13,9 @@ import time
 import torch
 
 from lit_ppo import PPODataModule, PPOModule
-from lit_ppo.batch import Rollout
-from lit_ppo.decoupled import decouple
-from lit_ppo.objective import PPOObjective
+from lit_ppo.collection.rollout import Rollout
+from lit_ppo.learning.decoupled import decouple
+from lit_ppo.learning.objective import PPOObjective
 
 
 def main() -> None:

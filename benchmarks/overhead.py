@@ -15,7 +15,7 @@ import torch
 import yaml
 
 from lit_ppo import PPODataModule, PPOModule
-from lit_ppo.acting import Actor
+from lit_ppo.collection.acting import Actor
 from lit_ppo.cli import shipped_config
 
 
@@ -39,7 +39,7 @@ def run_lightning(config: dict, total_timesteps: int, seed: int) -> tuple[float,
 
 def run_plain(config: dict, total_timesteps: int, seed: int) -> tuple[float, int]:
     """The same PPO update in a plain PyTorch loop over the same RolloutDataset: the module's own objective
-    (``model.objective``, a :class:`lit_ppo.objective.PPOObjective`), torch's backward, clipping and optimizer step,
+    (``model.objective``, a :class:`lit_ppo.learning.objective.PPOObjective`), torch's backward, clipping and optimizer step,
     no Trainer."""
     dm, model = _build(config, total_timesteps, seed)
     hp = model.hparams

@@ -1,5 +1,5 @@
 """The recurrent core's sequence pass (the update's), forward and backward: lit_ppo's padded episode pieces in one
-cell call (``lit_ppo.recurrent.RecurrentCore``) against one cell call per segment between start steps, on the same
+cell call (``lit_ppo.networks.recurrent.RecurrentCore``) against one cell call per segment between start steps, on the same
 inputs; medians of ``--repeats`` runs, one torch thread.
 
     python benchmarks/recurrent_core.py                       # 8 envs x 32 steps, LSTM 128, starts with p=0.06
@@ -12,7 +12,7 @@ import time
 
 import torch
 
-from lit_ppo.recurrent import RecurrentConfig, RecurrentCore
+from lit_ppo.networks.recurrent import RecurrentConfig, RecurrentCore
 
 
 def per_segment(core: RecurrentCore, x: torch.Tensor, state: torch.Tensor, starts: torch.Tensor) -> torch.Tensor:

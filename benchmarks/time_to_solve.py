@@ -186,7 +186,7 @@ def main() -> None:
     import yaml
 
     from lit_ppo.cli import shipped_config
-    from lit_ppo.data import PPODataModule
+    from lit_ppo.collection.datamodule import PPODataModule
 
     with open(shipped_config(args.config)) as f:
         data = yaml.safe_load(f).get("data", {})

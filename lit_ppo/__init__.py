@@ -4,21 +4,22 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # what type checkers, IDEs and the API docs (mkdocstrings reads the source) see
-    from lit_ppo.batch import Rollout
-    from lit_ppo.data import PPODataModule
-    from lit_ppo.datasets import RolloutDataset
-    from lit_ppo.module import PPOModule
-    from lit_ppo.policy import TrainedPolicy, load_policy
+    from lit_ppo.collection.rollout import Rollout
+    from lit_ppo.collection.datamodule import PPODataModule
+    from lit_ppo.collection.datasets import RolloutDataset
+    from lit_ppo.learning.module import PPOModule
+    from lit_ppo.inference.load import load_policy
+    from lit_ppo.inference.trained_policy import TrainedPolicy
 
 # Public names, imported on first use (PEP 562): a process that imports one submodule (the data.overlap
-# collector imports lit_ppo.collector_worker) then does not import Lightning, ~3 s of its start-up.
+# collector imports lit_ppo.collection.overlap.worker) then does not import Lightning, ~3 s of its start-up.
 _EXPORTS = {
-    "PPODataModule": "lit_ppo.data",
-    "PPOModule": "lit_ppo.module",
-    "Rollout": "lit_ppo.batch",
-    "RolloutDataset": "lit_ppo.datasets",
-    "TrainedPolicy": "lit_ppo.policy",
-    "load_policy": "lit_ppo.policy",
+    "PPODataModule": "lit_ppo.collection.datamodule",
+    "PPOModule": "lit_ppo.learning.module",
+    "Rollout": "lit_ppo.collection.rollout",
+    "RolloutDataset": "lit_ppo.collection.datasets",
+    "TrainedPolicy": "lit_ppo.inference.trained_policy",
+    "load_policy": "lit_ppo.inference.load",
 }
 __all__ = list(_EXPORTS)
 __version__ = "0.1.0"

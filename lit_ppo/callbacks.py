@@ -1,6 +1,8 @@
-"""Callbacks: a progress bar in environment steps, the CLI's default callbacks, closing environments after an error,
-and the CSV writer of ``predict``.
-(Evaluation videos are in :mod:`lit_ppo.video`.)
+"""The callbacks a config names by ``lit_ppo.callbacks.<Name>``, and the CLI's default callbacks.
+
+Defined here: the CSV writer of ``predict`` and :func:`default_callbacks`. Named here, defined where their data is:
+the progress bar in environment steps (:mod:`lit_ppo.learning.progress_bar`), evaluation videos
+(:mod:`lit_ppo.inference.video`) and closing the environments after an error (:mod:`lit_ppo.collection.teardown`).
 """
 
 import csv
@@ -10,84 +12,17 @@ from pathlib import Path
 from typing import Any, Optional
 
 import lightning as L
-from lightning.pytorch.callbacks import BasePredictionWriter, Callback, Checkpoint, ProgressBar, TQDMProgressBar
+from lightning.pytorch.callbacks import BasePredictionWriter, Callback, Checkpoint, ProgressBar
 from tqdm import tqdm  # tqdm.write: a line printed above any open progress bar
 
-from lit_ppo.checkpointing import PeriodicCheckpoint
+from lit_ppo.checkpointing.callbacks import PeriodicCheckpoint
+from lit_ppo.collection.teardown import CloseEnvironmentsOnError
+from lit_ppo.inference.video import EvaluationVideo
+from lit_ppo.learning.progress_bar import EnvStepProgressBar
 
-# Read from the module's latest rollout (it does not self.log them): the numbers PPO users watch.
-BAR_METRICS = ("rollout/return_mean", "time/sps")
-HIDDEN_BAR_METRICS = ("time/env_steps", "v_num")  # the bar's own count; the logger's version
+__all__ = ["CloseEnvironmentsOnError", "EnvStepProgressBar", "EpisodeCSVWriter", "EvaluationVideo", "default_callbacks"]
+
 DEFAULT_LAST_EVERY = 10  # iterations between the default last.ckpt saves of a fit without a checkpoint callback
-TB_PREVIEW_WIDTH = 320
-
-
-def _short(value: float) -> str:
-    return f"{value:.0f}" if abs(value) >= 1e4 else f"{value:.4g}"
-
-
-class EnvStepProgressBar(TQDMProgressBar):
-    """Lightning's TQDM bar, counting environment steps against the budget instead of one rollout's batches.
-
-    The training bar advances once per rollout and shows the latest logged ``time/sps`` and
-    ``rollout/return_mean``::
-
-        env steps:  41%|████      | 41k/100k [00:09<00:13, 4.5kstep/s, rollout/return_mean=187.3, time/sps=4512]
-
-    The total is the budget (``PPODataModule.num_iterations`` rollouts), or a smaller ``trainer.max_epochs``. With a
-    data module that has no ``steps_per_iteration`` it is Lightning's bar unchanged.
-    """
-
-    def _steps_per_iteration(self, trainer: "L.Trainer") -> Optional[int]:
-        return getattr(trainer.datamodule, "steps_per_iteration", None)
-
-    def on_train_start(self, trainer: "L.Trainer", pl_module: "L.LightningModule") -> None:
-        super().on_train_start(trainer, pl_module)
-        per_iteration = self._steps_per_iteration(trainer)
-        if per_iteration is None:
-            return
-        bar = self.train_progress_bar
-        iterations = trainer.datamodule.num_iterations
-        if trainer.max_epochs is not None and trainer.max_epochs >= 0:
-            iterations = min(iterations, trainer.max_epochs)
-        bar.reset(total=iterations * per_iteration)
-        bar.initial = bar.n = trainer.current_epoch * per_iteration  # a resumed run starts part-way
-        bar.unit, bar.unit_scale = "step", True
-        bar.set_description("env steps")
-
-    def on_train_epoch_start(self, trainer: "L.Trainer", pl_module: "L.LightningModule") -> None:
-        if self._steps_per_iteration(trainer) is None:
-            return super().on_train_epoch_start(trainer, pl_module)
-        # The previous rollout's metrics are logged by now (at on_train_epoch_end, callbacks run before the
-        # module logs), so this is where the bar catches up.
-        self._show_progress(trainer, pl_module)
-
-    def on_train_batch_end(self, trainer: "L.Trainer", pl_module: "L.LightningModule", *args: Any) -> None:
-        if self._steps_per_iteration(trainer) is None:
-            super().on_train_batch_end(trainer, pl_module, *args)
-
-    def on_train_epoch_end(self, trainer: "L.Trainer", pl_module: "L.LightningModule") -> None:
-        if self._steps_per_iteration(trainer) is None:
-            super().on_train_epoch_end(trainer, pl_module)
-
-    def on_train_end(self, trainer: "L.Trainer", pl_module: "L.LightningModule") -> None:
-        if self._steps_per_iteration(trainer) is not None:
-            self._show_progress(trainer, pl_module)
-        super().on_train_end(trainer, pl_module)
-
-    def _show_progress(self, trainer: "L.Trainer", pl_module: "L.LightningModule") -> None:
-        bar = self.train_progress_bar
-        bar.n = trainer.current_epoch * self._steps_per_iteration(trainer)
-        bar.set_postfix(self.get_metrics(trainer, pl_module), refresh=False)
-        bar.refresh()
-
-    def get_metrics(self, trainer: "L.Trainer", pl_module: "L.LightningModule") -> dict[str, Any]:
-        items = super().get_metrics(trainer, pl_module)
-        rollout_metrics = getattr(pl_module, "rollout_metrics", {})  # PPOModule's latest rollout
-        for name in BAR_METRICS:
-            if name in rollout_metrics:
-                items[name] = float(rollout_metrics[name])
-        return {k: _short(v) if isinstance(v, float) else v for k, v in items.items() if k not in HIDDEN_BAR_METRICS}
 
 
 def default_callbacks(subcommand: Optional[str], trainer_config: Any, callbacks: list) -> list[Callback]:
@@ -147,16 +82,3 @@ class EpisodeCSVWriter(BasePredictionWriter):
             writer.writerows((i, ret, int(length)) for i, (ret, length) in enumerate(rows))
         mean = sum(r for r, _ in rows) / max(len(rows), 1)
         tqdm.write(f"predict: {len(rows)} episodes, return_mean {mean:.2f}, written to {path}")
-
-
-class CloseEnvironmentsOnError(L.Callback):
-    """Closes the data module's training environments (and so joins an ``AsyncVectorEnv``'s workers) when fit ends
-    with an exception: Lightning calls ``LightningDataModule.teardown`` only when a stage ends normally."""
-
-    def on_exception(self, trainer: "L.Trainer", pl_module: "L.LightningModule", exception: BaseException) -> None:
-        datamodule = trainer.datamodule
-        if datamodule is not None and callable(getattr(datamodule, "teardown", None)):
-            datamodule.teardown("fit")
-
-
-from lit_ppo.video import EvaluationVideo  # noqa: E402,F401  (the class path `lit_ppo.callbacks.EvaluationVideo` stays)

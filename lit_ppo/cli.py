@@ -16,14 +16,13 @@ from lightning.pytorch.cli import LightningCLI, SaveConfigCallback
 from lightning.pytorch.utilities import rank_zero_only, rank_zero_warn
 
 from lit_ppo.callbacks import default_callbacks
-from lit_ppo.checkpoint_settings import (POLICY_DATA_KEYS, data_settings_from_checkpoint, explicit_settings,
-                                        model_settings_from_checkpoint)
-from lit_ppo.checkpoint_files import check_checkpoint_file
-from lit_ppo.checkpointing import CheckedCheckpointIO, check_fresh_checkpoint_dirs
-from lit_ppo.config_checks import check_command_line
-from lit_ppo.data import PPODataModule
+from lit_ppo.checkpointing.settings import POLICY_DATA_KEYS, data_settings_from_checkpoint, model_settings_from_checkpoint
+from lit_ppo.checkpointing.files import check_checkpoint_file
+from lit_ppo.checkpointing.io import CheckedCheckpointIO, check_fresh_checkpoint_dirs
+from lit_ppo.config_checks import check_command_line, explicit_settings
+from lit_ppo.collection.datamodule import PPODataModule
 from lit_ppo.errors import ConfigError, EnvStepError, NonFiniteError
-from lit_ppo.module import PPOModule
+from lit_ppo.learning.module import PPOModule
 
 CONFIG_DIR = Path(__file__).parent / "configs"
 
@@ -84,7 +83,7 @@ class PPOCLI(LightningCLI):
         checkpoint = check_checkpoint_file(ckpt_path)
         if checkpoint is not None and checkpoint.get("hyper_parameters"):
             # The settings that define the trained policy follow the checkpoint file unless set to something else
-            # (then refused; lit_ppo.checkpoint_settings), the environment first. LightningCLI next replaces the
+            # (then refused; lit_ppo.checkpointing.settings), the environment first. LightningCLI next replaces the
             # other model settings with the checkpoint's; everything replaced is said once.
             explicit = explicit_settings(sys.argv[1:] if args is None else args)
             saved = checkpoint["hyper_parameters"]

@@ -77,3 +77,15 @@ def _check_importable(class_path: str) -> None:
         package, install = LOGGER_PACKAGES[name]
         raise ConfigError(f"trainer.logger: {name} needs the {package} package, which is not installed: {install} "
                           "(or leave that logger out).")
+
+
+def explicit_settings(args: Optional[list[str]]) -> set[str]:
+    """The dotted keys (``model.recurrent``, ``data.env_id``, ...) that a command line ``args`` sets: on the command
+    line itself or in a config file it names (``--config FILE``, a YAML string also works)."""
+    keys: set[str] = set()
+    for config in parsed_configs(args):
+        for section, body in config.items():
+            keys.add(str(section))
+            keys.update(f"{section}.{key}" for key in (body if isinstance(body, dict) else {}))
+    keys.update(str(arg)[2:].partition("=")[0] for arg in args or [] if str(arg).startswith("--"))
+    return keys

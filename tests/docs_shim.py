@@ -52,7 +52,7 @@ def config_data(args: list[str]) -> dict:
 
 
 def rollout_size(args: list[str]) -> int:
-    from lit_ppo.data import PPODataModule
+    from lit_ppo.collection.datamodule import PPODataModule
 
     defaults = inspect.signature(PPODataModule).parameters
     data = config_data(args)

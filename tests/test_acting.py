@@ -1,12 +1,12 @@
 """Where and how the rollout's policy acts: the CPU copy, the learner-device actor and the placement an
-:class:`lit_ppo.acting.Actor` gives, exercised on the CPU (the CPU-copy path of an accelerator learner where CUDA
+:class:`lit_ppo.collection.acting.Actor` gives, exercised on the CPU (the CPU-copy path of an accelerator learner where CUDA
 is available)."""
 
 import pytest
 import torch
 
 from lit_ppo import PPODataModule, PPOModule
-from lit_ppo.acting import Actor, DeviceActor, cpu_copy
+from lit_ppo.collection.acting import Actor, DeviceActor, cpu_copy
 from lit_ppo.errors import ConfigError
 
 

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from lit_ppo import PPODataModule, PPOModule
-from lit_ppo.distributions import BernoulliHead, CategoricalHead, MultiCategoricalHead, exponential_race
+from lit_ppo.networks.distributions import BernoulliHead, CategoricalHead, MultiCategoricalHead, exponential_race
 from tests import masked_envs
 
 ENV = "tests.masked_envs:LitPPOTest/InvalidActions-v0"

@@ -1,6 +1,6 @@
 import torch
 
-from lit_ppo.advantages import compute_gae
+from lit_ppo.collection.gae import compute_gae
 
 
 def test_gae_against_hand_computed_values_with_termination_and_truncation():

@@ -6,8 +6,8 @@ import pytest
 import torch
 from gymnasium.vector import AutoresetMode
 
-from lit_ppo.losses import normalize_advantages, ppo_loss_terms
-from lit_ppo.rollout import RolloutCollector
+from lit_ppo.learning.losses import normalize_advantages, ppo_loss_terms
+from lit_ppo.collection.collector import RolloutCollector
 from tests.vector_envs import counters
 
 GAMMA, LAMBDA = 0.5, 1.0  # lambda 1: advantages are discounted returns minus values, easy to write down

@@ -5,8 +5,8 @@ import torch
 from torch.utils.data import DataLoader, IterableDataset
 
 from lit_ppo import PPOModule
-from lit_ppo.batch import Rollout
-from lit_ppo.envs import describe_spaces
+from lit_ppo.collection.rollout import Rollout
+from lit_ppo.envs.make import describe_spaces
 
 ITERATIONS, ENVS, STEPS = 4, 2, 8
 B = ENVS * STEPS

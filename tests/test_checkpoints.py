@@ -18,7 +18,7 @@ import pytest
 import torch
 
 from lit_ppo import PPODataModule, PPOModule
-from lit_ppo.checkpoint_files import CheckpointError
+from lit_ppo.checkpointing.files import CheckpointError
 from tests.conftest import wait_for_file
 
 BASE = ["--config", "cartpole.yaml", "--trainer.enable_progress_bar", "false"]
@@ -338,3 +338,18 @@ def test_a_users_config_yaml_in_the_working_directory_is_never_overwritten(cli_i
                                   "--trainer.enable_progress_bar", "false", cwd=tmp_path)
     assert validate.returncode == 0, validate.stderr
     assert mine.read_text() == before
+
+
+def test_a_checkpoint_written_before_the_package_had_rooms_still_resumes(cli, tmp_path):
+    # tests/data/cartpole_before_layout.ckpt: `fit --config cartpole.yaml --data.total_timesteps 512` at 1d086ba, when
+    # lit_ppo was one flat folder; its pickled vector env names lit_ppo.envs.make_env, its callbacks old module paths.
+    old = Path(__file__).parent / "data" / "cartpole_before_layout.ckpt"
+    before = sha(old)
+    saved = torch.load(old, weights_only=False)
+    assert saved["global_step"] == 2 * 20
+    done = cli("fit", *BASE, "--data.total_timesteps", "1024", *_csv("logs"), "--ckpt_path", str(old),
+               "--trainer.callbacks.init_args.dirpath", "ckpt", cwd=tmp_path)
+    resumed = torch.load(tmp_path / "ckpt/last.ckpt", weights_only=False)
+    assert resumed["global_step"] == 4 * 20, done.stderr
+    assert [float(steps) for steps, _ in returns_by_step(tmp_path / "logs")] == [768, 1024]
+    assert sha(old) == before  # read, never written

@@ -1,4 +1,4 @@
-"""Decoupled PPO for overlapped rollouts (lit_ppo/decoupled.py): the clip is centred on the learner's policy at the
+"""Decoupled PPO for overlapped rollouts (lit_ppo/learning/decoupled.py): the clip is centred on the learner's policy at the
 update's start and each sample's surrogate is weighted by its ratio to the behaviour policy that acted."""
 
 import math
@@ -6,10 +6,10 @@ import math
 import pytest
 import torch
 
-from lit_ppo.decoupled import decouple, lag_kl
-from lit_ppo.losses import ppo_loss_terms
-from lit_ppo.networks import ActorCritic
-from lit_ppo.objective import PPOObjective
+from lit_ppo.learning.decoupled import decouple, lag_kl
+from lit_ppo.learning.losses import ppo_loss_terms
+from lit_ppo.networks.actor_critic import ActorCritic
+from lit_ppo.learning.objective import PPOObjective
 from tests.test_overlap import Versions, fit
 
 

@@ -9,8 +9,8 @@ import torch
 from gymnasium.envs.classic_control.cartpole import CartPoleVectorEnv
 
 from lit_ppo import PPODataModule, PPOModule
-from lit_ppo.envs import make_env, make_evaluation_env, make_vector_env
-from lit_ppo.evaluation import evaluate_policy
+from lit_ppo.envs.make import make_env, make_evaluation_env, make_vector_env
+from lit_ppo.collection.evaluation import evaluate_policy
 
 
 class ConstantPolicy:
@@ -46,7 +46,7 @@ def _both_paths(episodes, env_kwargs=None):
 def test_native_vector_env_only_for_a_plain_registered_id_without_wrappers():
     envs = make_evaluation_env("CartPole-v1", 3)
     assert isinstance(envs.unwrapped, CartPoleVectorEnv) and envs.num_envs == 3
-    # Spaces as the policy was built from (lit_ppo.envs converts observations and actions by them).
+    # Spaces as the policy was built from (lit_ppo.envs.make converts observations and actions by them).
     single = make_env("CartPole-v1")
     assert envs.single_observation_space == single.observation_space
     assert envs.single_action_space == single.action_space

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from lit_ppo.tools.export import export
-from lit_ppo.module import PPOModule
+from lit_ppo.learning.module import PPOModule
 
 # Runs in a fresh process with neither lit_ppo nor Lightning imported: what a deployment has.
 LOAD_AND_ACT = """
@@ -104,8 +104,8 @@ ACTION_SPACES = {
 def test_stochastic_export_samples_the_policy_distribution_for_every_action_space(tmp_path, name):
     """``--stochastic`` for every action space, ONNX and TorchScript: the samples' statistics match the policy's
     own distribution (4000 draws of one observation; the tolerances are > 6 standard errors)."""
-    from lit_ppo.networks import ActorCritic
-    from lit_ppo.spaces import action_spec, observation_spec, spec_to_dict
+    from lit_ppo.networks.actor_critic import ActorCritic
+    from lit_ppo.envs.spaces import action_spec, observation_spec, spec_to_dict
     from lit_ppo.tools.export import DeployedPolicy, export_onnx, export_torchscript, run_exported
 
     pytest.importorskip("onnxruntime")

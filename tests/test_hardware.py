@@ -8,7 +8,7 @@ import os
 import pytest
 import torch
 
-from lit_ppo.losses import ppo_loss_terms
+from lit_ppo.learning.losses import ppo_loss_terms
 
 SMALL = ["--config", "cartpole.yaml", "--trainer.enable_progress_bar", "false", "--trainer.logger",
          "lightning.pytorch.loggers.CSVLogger", "--trainer.logger.save_dir", "logs"]

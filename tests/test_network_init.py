@@ -9,8 +9,8 @@ import torch
 from torch import nn
 
 from lit_ppo.errors import ConfigError
-from lit_ppo.networks import ActorCritic
-from lit_ppo.spaces import BoxSpec, DiscreteSpec
+from lit_ppo.networks.actor_critic import ActorCritic
+from lit_ppo.envs.spaces import BoxSpec, DiscreteSpec
 
 OBS, ACTION = BoxSpec((4,)), BoxSpec((2,))
 
@@ -68,8 +68,8 @@ def test_ortho_init_false_resets_the_recurrent_core_to_pytorch_s_init_too():
     import torch
     from torch import nn
 
-    from lit_ppo.networks import ActorCritic
-    from lit_ppo.spaces import action_spec, observation_spec, spec_to_dict
+    from lit_ppo.networks.actor_critic import ActorCritic
+    from lit_ppo.envs.spaces import action_spec, observation_spec, spec_to_dict
     import gymnasium as gym
     import numpy as np
 

@@ -3,9 +3,9 @@ import torch
 from torch import nn
 
 import lit_ppo
-from lit_ppo.distributions import CategoricalHead
-from lit_ppo.networks import ActorCritic, mlp
-from lit_ppo.spaces import BoxSpec, DiscreteSpec
+from lit_ppo.networks.distributions import CategoricalHead
+from lit_ppo.networks.actor_critic import ActorCritic, mlp
+from lit_ppo.envs.spaces import BoxSpec, DiscreteSpec
 
 SPEC = DiscreteSpec(3)
 VECTOR = BoxSpec((4,))
@@ -161,7 +161,7 @@ def test_a_users_network_from_a_config_trains_and_its_checkpoint_validates(cli, 
 ])
 def test_a_network_that_cannot_work_is_named(network, message):
     from lit_ppo.errors import ConfigError
-    from lit_ppo.spaces import BoxSpec, DiscreteSpec
+    from lit_ppo.envs.spaces import BoxSpec, DiscreteSpec
 
     spec = BoxSpec((2, 3))  # Identity would hand back [batch, 2, 3]
     with pytest.raises(ConfigError, match=f"model.network: .*{message}"):

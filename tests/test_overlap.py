@@ -1,5 +1,5 @@
 """``data.overlap``: a collector process one policy version behind the learner, as deterministic and resumable as
-the synchronous path, with every child process joined on every exit path (lit_ppo/overlap.py)."""
+the synchronous path, with every child process joined on every exit path (lit_ppo/collection/overlap/dataset.py)."""
 
 import os
 import signal
@@ -12,8 +12,8 @@ import pytest
 import torch
 
 from lit_ppo import PPODataModule, PPOModule
-from lit_ppo.networks import ActorCritic
-from lit_ppo.overlap import snapshot
+from lit_ppo.networks.actor_critic import ActorCritic
+from lit_ppo.collection.overlap.dataset import snapshot
 from tests.conftest import REPO, session_processes, wait_for_file
 
 BASE = ["--config", "cartpole.yaml", "--trainer.enable_progress_bar", "false", "--data.overlap", "true"]
@@ -199,8 +199,8 @@ def test_a_killed_learner_takes_its_collector_with_it(tmp_path):
 
 def test_the_collector_process_imports_no_lightning():
     # A spawned collector imports its target's module and what its arguments' classes need; Lightning's import
-    # would add seconds to every start (lit_ppo/collector_worker.py).
-    code = ("import sys, lit_ppo.collector_worker, lit_ppo.rollout_recipe; "
+    # would add seconds to every start (lit_ppo/collection/overlap/worker.py).
+    code = ("import sys, lit_ppo.collection.overlap.worker, lit_ppo.collection.recipe; "
             "print(sorted(m for m in sys.modules if m.split('.')[0] in ('lightning', 'pytorch_lightning')))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=REPO).stdout
     assert out.strip() == "[]"

@@ -11,12 +11,12 @@ import pytest
 import torch
 
 import lit_ppo
-from lit_ppo.checkpoint_files import CheckpointError
-from lit_ppo.envs import make_evaluation_env, make_vector_env
+from lit_ppo.checkpointing.files import CheckpointError
+from lit_ppo.envs.make import make_evaluation_env, make_vector_env
 
 QUIET = ["--trainer.logger", "false", "--trainer.enable_progress_bar", "false"]
 EPISODES = 4
-EVAL_SEED = 1 + 1_000_003  # validate's evaluation seed: seed_everything 1 + the offset of lit_ppo.data
+EVAL_SEED = 1 + 1_000_003  # validate's evaluation seed: seed_everything 1 + the offset of lit_ppo.collection.datamodule
 
 
 def _fit(cli_in_process, cwd, *args):
@@ -133,7 +133,7 @@ def test_a_checkpoint_without_lit_ppo_settings_is_named(tmp_path):
 
 
 def test_acting_with_a_trained_policy_does_not_import_lightning(cli_in_process, tmp_path):
-    # a process that only acts (a robot, a web service) skips Lightning's ~3-s import: lit_ppo.checkpoint_files
+    # a process that only acts (a robot, a web service) skips Lightning's ~3-s import: lit_ppo.checkpointing.files
     ckpt = _fit(cli_in_process, tmp_path, "--data.total_timesteps", "512")
     code = ("import sys, numpy, lit_ppo\n"
             f"action, _ = lit_ppo.load_policy({str(ckpt)!r}).predict(numpy.zeros(4, numpy.float32))\n"

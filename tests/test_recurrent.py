@@ -10,9 +10,9 @@ from gymnasium.vector import AutoresetMode
 
 from lit_ppo import PPODataModule, PPOModule
 from lit_ppo.errors import ConfigError
-from lit_ppo.networks import ActorCritic
-from lit_ppo.recurrent import RecurrentConfig, RecurrentCore
-from lit_ppo.rollout import RolloutCollector
+from lit_ppo.networks.actor_critic import ActorCritic
+from lit_ppo.networks.recurrent import RecurrentConfig, RecurrentCore
+from lit_ppo.collection.collector import RolloutCollector
 from tests.vector_envs import counters
 
 POMDP = [{"class_path": "lit_ppo.wrappers.KeepObservationIndices", "init_args": {"indices": [0, 2]}}]

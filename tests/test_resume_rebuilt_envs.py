@@ -8,8 +8,8 @@ import gymnasium as gym
 import numpy as np
 import torch
 
-from lit_ppo.envs import make_vector_env, rebuilt_by_pickling
-from lit_ppo.rollout import RolloutCollector
+from lit_ppo.envs.make import make_vector_env, rebuilt_by_pickling
+from lit_ppo.collection.collector import RolloutCollector
 from tests.test_rollout import ValueIsObservation
 
 

@@ -1,12 +1,12 @@
 import torch
 
-from lit_ppo.acting import Actor
-from lit_ppo.batch import Rollout
-from lit_ppo.envs import make_vector_env
-from lit_ppo.module import PPOModule
-from lit_ppo.data import PPODataModule
-from lit_ppo.datasets import RolloutDataset
-from lit_ppo.rollout import RolloutCollector
+from lit_ppo.collection.acting import Actor
+from lit_ppo.collection.rollout import Rollout
+from lit_ppo.envs.make import make_vector_env
+from lit_ppo.learning.module import PPOModule
+from lit_ppo.collection.datamodule import PPODataModule
+from lit_ppo.collection.datasets import RolloutDataset
+from lit_ppo.collection.collector import RolloutCollector
 
 
 class ValueIsObservation:

@@ -13,14 +13,14 @@ import torch
 from gymnasium import spaces
 
 from lit_ppo import PPODataModule, PPOModule
-from lit_ppo.distributions import BernoulliHead, DiagGaussianHead, MultiCategoricalHead
-from lit_ppo.envs import describe_spaces, make_vector_env
+from lit_ppo.networks.distributions import BernoulliHead, DiagGaussianHead, MultiCategoricalHead
+from lit_ppo.envs.make import describe_spaces, make_vector_env
 from lit_ppo.errors import ConfigError
-from lit_ppo.evaluation import evaluate_policy
-from lit_ppo.networks import ActorCritic
-from lit_ppo.normalization import RunningMeanStd
-from lit_ppo.rollout import RolloutCollector
-from lit_ppo.spaces import (
+from lit_ppo.collection.evaluation import evaluate_policy
+from lit_ppo.networks.actor_critic import ActorCritic
+from lit_ppo.networks.normalization import RunningMeanStd
+from lit_ppo.collection.collector import RolloutCollector
+from lit_ppo.envs.spaces import (
     BoxSpec,
     CompositeSpec,
     DiscreteSpec,
@@ -268,7 +268,7 @@ class Recorder(L.Callback):
                                      if p.grad is not None))
 
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):  # once per rollout
-        self.obs_dtypes.add(batch.obs.dtype)  # the batch is a lit_ppo.batch.Rollout
+        self.obs_dtypes.add(batch.obs.dtype)  # the batch is a lit_ppo.collection.rollout.Rollout
 
 
 def _fit(tmp_path, obs, act, iterations=3, callbacks=(), normalize=True, **trainer_kwargs):

@@ -7,7 +7,7 @@ import torch
 
 from lit_ppo import PPODataModule, PPOModule
 from lit_ppo.errors import ConfigError
-from lit_ppo.losses import LOSS_NAMES
+from lit_ppo.learning.losses import LOSS_NAMES
 
 ITERATIONS, EPOCHS, MINIBATCHES = 3, 2, 4
 
@@ -185,9 +185,9 @@ def test_only_the_first_compiled_call_may_fall_back_to_eager():
     # error is the training's own and must be raised, with compile left on.
     import warnings
 
-    from lit_ppo.networks import ActorCritic
-    from lit_ppo.objective import Minibatch, PPOObjective
-    from lit_ppo.spaces import spec_from_dict
+    from lit_ppo.networks.actor_critic import ActorCritic
+    from lit_ppo.learning.objective import Minibatch, PPOObjective
+    from lit_ppo.envs.spaces import spec_from_dict
 
     spec = PPODataModule("CartPole-v1", num_envs=1, num_steps=8, minibatch_size=8).env_spec
     policy = ActorCritic(spec_from_dict(spec["observation"]), spec_from_dict(spec["action"]), [8])

@@ -3,13 +3,13 @@
 Writes the checkpoint's policy as one file that maps a batch of observations to a batch of actions:
 
 - input ``obs``: ``[batch, *observation_shape]``, as the rollout hands observations to the policy
-  (:func:`lit_ppo.spaces.observations_to_tensor`): float32 for vector Box spaces (CartPole: ``[batch, 4]``), uint8
+  (:func:`lit_ppo.envs.spaces.observations_to_tensor`): float32 for vector Box spaces (CartPole: ``[batch, 4]``), uint8
   for images, int64 indices for Discrete;
 - output ``action``: ``[batch, *action_shape]``: int64 for Discrete (CartPole: ``[batch]``) and MultiDiscrete,
   float32 for Box (the unclipped Gaussian mean: clip to the action space's bounds before stepping).
 
 With invalid-action masks (a policy trained with ``data.action_masks``) the file takes a second input,
-``action_mask``: ``[batch, mask_size]`` bool, True = valid (:mod:`lit_ppo.action_masks`), and picks (or samples)
+``action_mask``: ``[batch, mask_size]`` bool, True = valid (:mod:`lit_ppo.collection.action_masks`), and picks (or samples)
 valid actions only.
 
 A recurrent policy (``model.recurrent``) takes and returns its memory: input ``state`` ``[batch, state_size]``
@@ -31,6 +31,7 @@ import torch
 from torch import Tensor, nn
 
 from lit_ppo.errors import ConfigError
+from lit_ppo.inference.exported import load_exported
 from lit_ppo.tools.outputs import check_writable
 
 FORMATS = {"onnx": ".onnx", "torchscript": ".pt"}
@@ -43,7 +44,7 @@ class ExportError(Exception):
 
 class DeployedPolicy(nn.Module):
     """Observations (and action masks, where the policy was trained with them) to actions through
-    :meth:`lit_ppo.networks.ActorCritic.act`, with nothing else in the way."""
+    :meth:`lit_ppo.networks.actor_critic.ActorCritic.act`, with nothing else in the way."""
 
     def __init__(self, policy: nn.Module, deterministic: bool = True) -> None:
         super().__init__()
@@ -56,7 +57,7 @@ class DeployedPolicy(nn.Module):
 
 class DeployedRecurrentPolicy(DeployedPolicy):
     """A recurrent policy: ``(obs, state[, action_mask]) -> (action, state)``; the caller zeroes ``state`` at an
-    episode's first step (the policy's own rule, :mod:`lit_ppo.recurrent`)."""
+    episode's first step (the policy's own rule, :mod:`lit_ppo.networks.recurrent`)."""
 
     def forward(self, obs: Tensor, state: Tensor, action_mask: Optional[Tensor] = None) -> tuple[Tensor, Tensor]:
         action, _, _, state = self.policy.act(obs, deterministic=self.deterministic, action_mask=action_mask,
@@ -73,8 +74,8 @@ def load_for_export(ckpt_path: Path):
     action masks (None for a policy trained without them) and the data settings it was trained with."""
     if not ckpt_path.is_file():
         raise ExportError(f"checkpoint not found: {ckpt_path}")
-    from lit_ppo.checkpoint_files import check_checkpoint_file
-    from lit_ppo.module import PPOModule
+    from lit_ppo.checkpointing.files import check_checkpoint_file
+    from lit_ppo.learning.module import PPOModule
 
     check_checkpoint_file(str(ckpt_path))  # a file that is no checkpoint is named in one line
 
@@ -98,8 +99,8 @@ def load_for_export(ckpt_path: Path):
 def example_observations(data: dict, batch: int = 2) -> Tensor:
     """Observations sampled from the space of the environment of the data settings ``data`` (the one
     :func:`lit_ppo.load_policy` reads), converted exactly as rollouts convert them."""
-    from lit_ppo.policy import env_spaces
-    from lit_ppo.spaces import batch_observations
+    from lit_ppo.inference.trained_policy import env_spaces
+    from lit_ppo.envs.spaces import batch_observations
 
     space, _ = env_spaces(data)
     space.seed(0)
@@ -160,26 +161,6 @@ def export_torchscript(model: DeployedPolicy, example: Tensor, output: Path, mas
     traced.save(str(output))
 
 
-def load_exported(path: Path, fmt: str) -> Optional[Callable[..., list[Tensor]]]:
-    """The exported file as a function of its inputs (in the file's order) returning its outputs, or None where
-    onnxruntime is missing."""
-    if fmt == "torchscript":
-        module = torch.jit.load(str(path))
-
-        def run_module(*inputs: Tensor) -> list[Tensor]:
-            outputs = module(*inputs)
-            return list(outputs) if isinstance(outputs, tuple) else [outputs]
-        return run_module
-    try:
-        import onnxruntime
-    except ImportError:
-        return None
-    session = onnxruntime.InferenceSession(str(path), providers=["CPUExecutionProvider"])
-    names = [i.name for i in session.get_inputs()]
-    return lambda *inputs: [torch.from_numpy(out) for out in session.run(
-        None, {name: value.numpy() for name, value in zip(names, inputs)})]
-
-
 def run_exported(path: Path, fmt: str, obs: Tensor, mask: Optional[Tensor] = None, state: Optional[Tensor] = None):
     """Actions from the exported file (for the check after writing), or None where onnxruntime is missing; given a
     recurrent policy's ``state``, ``(actions, state)``."""
@@ -222,8 +203,8 @@ def check_episode(model: DeployedRecurrentPolicy, run: Callable[..., list[Tensor
                   max_steps: int = 1000) -> None:
     """A recurrent policy's file against the checkpoint over one whole episode (actions and states at every step;
     the checkpoint's actions step the env): the carried state is checked, not only one step."""
-    from lit_ppo.envs import make_env
-    from lit_ppo.spaces import actions_to_env, batch_observations
+    from lit_ppo.envs.make import make_env
+    from lit_ppo.envs.spaces import actions_to_env, batch_observations
 
     env = make_env(data["env_id"], data.get("env_kwargs"), data.get("wrappers"))
     try:

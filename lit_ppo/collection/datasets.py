@@ -1,0 +1,140 @@
+"""The two ``IterableDataset`` s of the data module: the rollout stream of training and deterministic evaluation.
+
+:class:`RolloutDataset` yields one :class:`lit_ppo.collection.rollout.Rollout` per iteration (one Lightning epoch = one rollout
+= one Lightning step, see :mod:`lit_ppo.collection.datamodule`); :class:`EvaluationDataset` one evaluation's episodes.
+"""
+
+import time
+from collections.abc import Callable, Iterator
+from typing import Any, Optional
+
+import torch
+from torch import Tensor
+from torch.utils.data import IterableDataset
+
+from lit_ppo.collection.acting import Actor
+from lit_ppo.collection.rollout import Rollout
+from lit_ppo.errors import EnvStepError
+from lit_ppo.collection.evaluation import evaluate_policy
+from lit_ppo.collection.collector import RolloutCollector
+
+
+class RolloutDataset(IterableDataset):
+    """Yields one fresh :class:`lit_ppo.collection.rollout.Rollout` per iteration (see the module docstring).
+
+    Args:
+        collector: plays this process's environments.
+        actor: gives the policy to act with at each rollout (:class:`lit_ppo.collection.acting.Actor`).
+        update_epochs, minibatch_size: the update's passes and minibatch size, for ``minibatch_indices``.
+        sequences: minibatches of whole environment sequences (a recurrent policy's); ``minibatch_size`` is then a
+            multiple of the rollout's ``num_steps``.
+        steps_per_iteration: environment steps of one rollout of all processes together.
+        num_iterations: rollouts in the budget.
+        first_failure: with several processes, makes an environment failure collective: given this process's
+            failure message (or None), returns the first failing rank's message on every rank (or None). Every
+            rank then stops with the same error instead of waiting in a collective for the one that failed.
+    """
+
+    def __init__(self, collector: RolloutCollector, actor: Actor, update_epochs: int, minibatch_size: int,
+                 steps_per_iteration: int, num_iterations: int,
+                 first_failure: Optional[Callable[[Optional[str]], Optional[str]]] = None,
+                 sequences: bool = False) -> None:
+        self.collector, self.actor, self.first_failure, self.sequences = collector, actor, first_failure, sequences
+        self.update_epochs, self.minibatch_size = update_epochs, minibatch_size
+        self.steps_per_iteration, self.num_iterations = steps_per_iteration, num_iterations
+        self.rollout_size = collector.num_steps * collector.num_envs
+
+    def __len__(self) -> int:
+        return 1
+
+    def minibatch_indices(self) -> Tensor:
+        """``update_epochs`` independent permutations of the rollout, split into minibatches; with ``sequences``,
+        permutations of the environments, each minibatch a group of them, its row step-major
+        (``t * num_envs + env``: see :class:`lit_ppo.collection.rollout.Rollout`)."""
+        if not self.sequences:
+            orders = [torch.randperm(self.rollout_size, generator=self.collector.generator)
+                      for _ in range(self.update_epochs)]
+            return torch.stack(orders).view(self.update_epochs, -1, self.minibatch_size)
+        steps, num_envs = self.collector.num_steps, self.collector.num_envs
+        envs = torch.stack([torch.randperm(num_envs, generator=self.collector.generator)
+                            for _ in range(self.update_epochs)])
+        envs = envs.view(self.update_epochs, -1, 1, self.minibatch_size // steps)
+        rows = torch.arange(steps).view(1, 1, steps, 1) * num_envs + envs  # [epochs, minibatches, steps, envs]
+        return rows.flatten(2)
+
+    def _collect(self, policy) -> dict[str, Any]:
+        if self.first_failure is None:
+            return self.collector.collect(policy)
+        try:
+            data, failure = self.collector.collect(policy), None
+        except EnvStepError as err:
+            data, failure = None, err
+        raise_first_failure(failure, self.first_failure)
+        return data
+
+    def __iter__(self) -> Iterator[Rollout]:
+        done_before = self.collector.iterations
+        t0 = time.perf_counter()
+        policy = self.actor.for_rollout(self.collector.next_obs)
+        sync_ms = (time.perf_counter() - t0) * 1e3
+        data = self._collect(policy)
+        data["timings"].update(sync_ms=sync_ms, **self.actor.take_measurements())
+        yield Rollout(
+            **data,
+            minibatch_indices=self.minibatch_indices(),
+            env_steps=(done_before + 1) * self.steps_per_iteration,
+            budget_fraction=done_before / max(self.num_iterations, 1),
+            final=done_before + 1 >= self.num_iterations,
+        )
+
+
+    # -- checkpointing (at rollout boundaries) and shutdown ---------------------------------------------------------
+    def state_dict(self) -> dict[str, Any]:
+        return {"collector": self.collector.state_dict()}
+
+    def load_state_dict(self, state: dict[str, Any]) -> Optional[str]:
+        """Continue from a checkpoint's ``state``; returns a note when it could not be exact. A state without a
+        collector (saved before any rollout of an overlapped run) leaves the fresh environments as they are."""
+        if state.get("collector") is None:
+            return None
+        return self.collector.load_state_dict(state["collector"])
+
+    def restart_at(self, iterations: int) -> None:
+        """Fresh environments, counted from ``iterations`` rollouts done (a rank the checkpoint did not have)."""
+        self.collector.iterations = iterations
+
+    def close(self) -> None:
+        self.collector.close()
+
+
+def raise_first_failure(failure: Optional[Exception],
+                        first_failure: Optional[Callable[[Optional[str]], Optional[str]]]) -> None:
+    """Raise the first failing rank's :class:`EnvStepError` on every rank (``first_failure`` gathers it), or
+    ``failure`` itself with one process; nothing when no rank failed."""
+    if first_failure is None:
+        if failure is not None:
+            raise failure
+        return
+    message = first_failure(None if failure is None else str(failure))
+    if message is not None:
+        raise EnvStepError(message, every_rank=True) from failure
+
+
+class EvaluationDataset(IterableDataset):
+    """One item: the returns and lengths of ``episodes`` deterministic episodes on fresh environments."""
+
+    def __init__(self, make_envs: Callable[[], Any], acting_policy: Callable[[], Any], episodes: int, seed: int,
+                 action_masks: Optional[Any] = None):
+        self.make_envs, self.acting_policy, self.episodes, self.seed = make_envs, acting_policy, episodes, seed
+        self.action_masks = action_masks
+
+    def __len__(self) -> int:
+        return 1
+
+    def __iter__(self) -> Iterator[dict[str, Tensor]]:
+        envs = self.make_envs()
+        try:
+            returns, lengths = evaluate_policy(self.acting_policy(), envs, self.episodes, self.seed, self.action_masks)
+        finally:
+            envs.close()
+        yield {"returns": returns, "lengths": lengths}

@@ -1,0 +1,1 @@
+"""``data.overlap``: the collector process beside the learner, and what crosses between them."""

@@ -1,0 +1,80 @@
+"""What one rank's rollout stream is made from, as plain picklable data: the data module builds its stream from it
+in its own process, and with ``data.overlap`` a collector process builds the same stream from the same recipe."""
+
+from dataclasses import dataclass
+from typing import Any, Callable, Optional
+
+import torch
+
+from lit_ppo.collection.action_masks import ActionMaskReader
+from lit_ppo.collection.datasets import RolloutDataset
+from lit_ppo.envs.make import make_vector_env
+from lit_ppo.errors import ConfigError
+from lit_ppo.collection.collector import RolloutCollector
+from lit_ppo.envs.spaces import spec_from_dict
+
+
+@dataclass(frozen=True)
+class RolloutRecipe:
+    """The settings of rank ``rank``'s rollout stream.
+
+    Args:
+        settings: the data module's hyperparameters (``PPODataModule.hparams``).
+        env_spec: the environment's spaces (``PPODataModule.env_spec``).
+        rank, world_size: this process's rank and the number of processes.
+        base_seed: the run's seed; rank ``r`` seeds its environments and sampling with ``base_seed + r * num_envs``.
+    """
+
+    settings: dict[str, Any]
+    env_spec: dict[str, Any]
+    rank: int = 0
+    world_size: int = 1
+    base_seed: int = 0
+
+    @property
+    def seed(self) -> int:
+        return self.base_seed + self.rank * self.settings["num_envs"]
+
+    @property
+    def steps_per_iteration(self) -> int:
+        """Environment steps of one rollout across all ranks."""
+        return self.settings["num_envs"] * self.settings["num_steps"] * self.world_size
+
+    @property
+    def num_iterations(self) -> int:
+        """Rollouts in the budget ``total_timesteps``."""
+        return self.settings["total_timesteps"] // self.steps_per_iteration
+
+    def mask_reader(self) -> Optional[ActionMaskReader]:
+        source = self.settings.get("action_masks")
+        if source is None:
+            return None
+        return ActionMaskReader(spec_from_dict(self.env_spec["action"]), source, self.settings["env_id"], self.rank)
+
+    def check_sequence_minibatches(self) -> None:
+        """A recurrent policy learns from whole environment sequences: a minibatch is a group of environments."""
+        s = self.settings
+        envs_per_minibatch, rest = divmod(s["minibatch_size"], s["num_steps"])
+        if rest or envs_per_minibatch == 0 or s["num_envs"] % envs_per_minibatch:
+            options = [k * s["num_steps"] for k in range(1, s["num_envs"] + 1) if s["num_envs"] % k == 0]
+            raise ConfigError(
+                f"data.minibatch_size: with model.recurrent a minibatch is the whole rollouts of some environments, so "
+                f"it must be data.num_steps ({s['num_steps']}) times a divisor of data.num_envs ({s['num_envs']}), "
+                f"i.e. one of {options}; got {s['minibatch_size']}."
+            )
+
+    def build(self, actor, first_failure: Optional[Callable[[Optional[str]], Optional[str]]] = None) -> RolloutDataset:
+        """The rollout stream, acting with what ``actor`` (:class:`lit_ppo.collection.acting.Actor`) gives."""
+        s = self.settings
+        state_size = actor.policy.state_size
+        if state_size:
+            self.check_sequence_minibatches()
+        envs = make_vector_env(s["env_id"], s["num_envs"], s["vectorization"], s["env_kwargs"], s["wrappers"],
+                               seed=self.seed)
+        collector = RolloutCollector(
+            envs, s["num_steps"], s["gamma"], s["gae_lambda"], self.seed, torch.Generator().manual_seed(self.seed),
+            env_id=s["env_id"], rank=self.rank, normalize_reward=s["normalize_reward"],
+            action_masks=self.mask_reader(), state_size=state_size,
+        )
+        return RolloutDataset(collector, actor, s["update_epochs"], s["minibatch_size"], self.steps_per_iteration,
+                              self.num_iterations, first_failure, sequences=state_size > 0)

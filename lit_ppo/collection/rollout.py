@@ -1,0 +1,123 @@
+"""The rollout batch: everything one process's rollout hands the learner, in one documented type.
+
+Data flows one way: the data module acts with the policy it was given, collects a rollout on the CPU and yields
+a :class:`Rollout`; :class:`lit_ppo.learning.module.PPOModule` learns from it and logs what it carries. Any data module
+that yields this type can train a ``PPOModule``.
+"""
+
+import dataclasses
+from dataclasses import dataclass, field
+
+from typing import Optional
+
+import torch
+from torch import Tensor
+
+# The keys of Rollout.timings, milliseconds of this rollout's collection, each measured where the work happens.
+TIMING_KEYS = ("env_ms", "act_ms", "gae_ms", "sync_ms")
+
+
+@dataclass
+class Rollout:
+    """One rollout of one process: ``B = num_envs * num_steps`` samples, flattened step-major.
+
+    Samples (``[B, ...]`` tensors, on the CPU until Lightning moves the batch to the learner's device):
+        obs: observations as the policy takes them (:func:`lit_ppo.envs.spaces.observations_to_tensor`); also what
+            the observation-normalization statistics are updated from.
+        actions: the sampled actions (``[B, *action_shape]``), as stored before clipping to a Box's bounds.
+        logprobs, values: the acting policy's log-probability of each action and its value estimate.
+        advantages, returns: GAE(lambda) advantages and ``advantages + values``.
+        weights: ``[B]`` float, 1 for a real transition and 0 for the reset step of a next-step-autoreset vector
+            env (whose action was ignored): the weight of each sample in every loss term and in advantage
+            normalization. Empty when every sample is real (same-step autoreset), so the update skips the
+            weighting altogether.
+        action_masks: ``[B, mask_size]`` bool, the invalid-action masks each action was chosen under (True = valid;
+            :mod:`lit_ppo.collection.action_masks`), re-applied when the update recomputes log-probabilities and entropy.
+            Empty without ``data.action_masks``.
+        episode_starts: ``[B]`` bool, the inputs that begin an episode, where a recurrent policy's state is zeroed
+            (:mod:`lit_ppo.networks.recurrent`). Empty for a feed-forward policy.
+        importance_weights: ``[B]`` float, each sample's surrogate weight ``pi_prox / pi_behaviour`` of decoupled
+            PPO (:mod:`lit_ppo.learning.decoupled`), set by the learner; empty otherwise.
+
+    Recurrent policies only:
+        recurrent_states: ``[num_envs, state_size]``, each environment's recurrent state before the rollout's first
+            step: with ``episode_starts``, what the update needs to replay each environment's sequence as acting saw
+            it. Empty for a feed-forward policy.
+
+    The update's order:
+        minibatch_indices: ``[update_epochs, num_minibatches, minibatch_size]`` long: row ``e, m`` picks the
+            samples of minibatch ``m`` of pass ``e``. Recurrent: a minibatch is whole environment sequences, its row
+            step-major (``t * num_envs + env`` for each step ``t`` of each of its environments), so that it reshapes
+            to ``[num_steps, envs]``.
+
+    Statistics and bookkeeping:
+        reward_returns: discounted returns of the raw rewards at the real transitions, from which the reward scale
+            is estimated (empty when reward normalization is off).
+        episode_returns, episode_lengths: ``[E]`` every episode that finished during this rollout.
+        timings: milliseconds of collection by phase (:data:`TIMING_KEYS`), plus any one-off measurement of the
+            actor's placement (``act_cpu_us``, ``act_learner_us``).
+        nonfinite: which of the environments' outputs held NaN/inf in this rollout (``"rewards"``,
+            ``"observations"``), so that a non-finite loss can name its cause.
+        explained_variance: how well the acting values predicted ``returns`` on the real transitions (1 perfect, 0
+            a constant).
+        env_steps: environment steps of all processes together, this rollout included.
+        budget_fraction: the fraction of the step budget done before this rollout (0.0 for the first): what
+            learning-rate and clip annealing follow.
+        final: this rollout reaches the step budget: training stops after its updates.
+        policy_lag: how many updates the acting policy may be behind the learner's weights at this rollout's update:
+            0 synchronous, 1 with ``data.overlap`` (:mod:`lit_ppo.collection.overlap.dataset`).
+    """
+
+    obs: Tensor
+    actions: Tensor
+    logprobs: Tensor
+    values: Tensor
+    advantages: Tensor
+    returns: Tensor
+    minibatch_indices: Tensor
+    reward_returns: Tensor
+    episode_returns: Tensor
+    episode_lengths: Tensor
+    timings: dict[str, float] = field(default_factory=dict)
+    weights: Tensor = field(default_factory=lambda: torch.zeros(0))
+    action_masks: Tensor = field(default_factory=lambda: torch.zeros((0, 0), dtype=torch.bool))
+    episode_starts: Tensor = field(default_factory=lambda: torch.zeros(0, dtype=torch.bool))
+    recurrent_states: Tensor = field(default_factory=lambda: torch.zeros((0, 0)))
+    importance_weights: Tensor = field(default_factory=lambda: torch.zeros(0))
+    nonfinite: tuple[str, ...] = ()
+    explained_variance: float = float("nan")
+    env_steps: int = 0
+    budget_fraction: float = 0.0
+    final: bool = False
+    policy_lag: int = 0
+
+    SAMPLE_FIELDS = ("obs", "actions", "logprobs", "values", "advantages", "returns")
+
+    @property
+    def size(self) -> int:
+        return int(self.advantages.shape[0])
+
+    def samples(self, index: Optional[Tensor] = None) -> dict[str, Tensor]:
+        """The per-sample tensors (with the optional ones where there are any), all
+        of them or the rows ``index`` (a minibatch); recurrent: with ``recurrent_states`` of the minibatch's
+        environments, whose first step's rows lead ``index``."""
+        optional = ("weights", "action_masks", "episode_starts", "importance_weights")
+        names = self.SAMPLE_FIELDS + tuple(name for name in optional if getattr(self, name).numel())
+        if index is None:
+            samples = {name: getattr(self, name) for name in names}
+        else:
+            samples = {name: getattr(self, name)[index] for name in names}
+        if self.recurrent_states.numel():
+            num_envs = self.recurrent_states.shape[0]
+            if index is None:
+                samples["recurrent_states"] = self.recurrent_states
+            else:  # rows t * num_envs + env, step-major: the first len(index) / num_steps are step 0's
+                envs = index[: index.numel() * num_envs // self.size]
+                samples["recurrent_states"] = self.recurrent_states[envs]
+        return samples
+
+    def pin_memory(self) -> "Rollout":
+        """Page-locked copies (the DataLoader calls this with ``pin_memory=True``), so that the one copy per rollout
+        to a CUDA learner can run asynchronously."""
+        return dataclasses.replace(self, **{f.name: getattr(self, f.name).pin_memory()
+                                            for f in dataclasses.fields(self) if isinstance(getattr(self, f.name), Tensor)})

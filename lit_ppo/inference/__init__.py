@@ -1,0 +1,1 @@
+"""Using a trained policy outside training: ``load_policy``, exported files, evaluation videos."""

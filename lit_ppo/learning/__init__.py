@@ -1,0 +1,1 @@
+"""Learning from a rollout: the LightningModule, PPO's objective and loss terms, decoupled PPO, metrics."""

@@ -1,0 +1,46 @@
+"""Decoupled PPO for a rollout acted by an older policy (``data.overlap``: one version behind the learner).
+
+PPO's clip keeps each update close to the policy it starts from. Overlapped, the stored log-probabilities are the
+behaviour policy's, one update older than the learner's weights at the start of the update: clipped around them
+(Cleanba's choice), the learner's policy already sits near the clip's edge before its first step, so many samples
+give no gradient and learning per sample slows (``halfcheetah.yaml`` at 1M: 1704.2 against 1868.0 synchronous,
+docs/results.md). Hilton et al. (2021, "Batch size-invariance for policy optimization", arXiv 2110.00641) decouple
+the two roles: the clip is centred on the *proximal* policy (here: the learner's weights when the rollout's update
+starts) and each sample's surrogate is weighted by ``pi_prox(a|s) / pi_behaviour(a|s)``, the importance weight
+that makes the behaviour policy's samples stand for the proximal policy's. With no lag the weights are 1 and it is
+PPO's own objective. Advantages and returns stay the collector's (GAE over the behaviour policy's values).
+"""
+
+import dataclasses
+
+import torch
+
+from lit_ppo.collection.rollout import Rollout
+from lit_ppo.learning.losses import weighted_mean
+from lit_ppo.networks.actor_critic import ActorCritic
+
+
+@torch.no_grad()
+def decouple(policy: ActorCritic, rollout: Rollout) -> Rollout:
+    """``rollout`` with the proximal policy's log-probabilities and values in place of the behaviour policy's (so the
+    ratio, its clip, ``approx_kl`` and a value clip are taken around them) and ``importance_weights``
+    ``exp(logprob_prox - logprob_behaviour)`` for the surrogate.
+
+    One forward pass over the rollout, minibatch by minibatch in the first pass's order (a partition of the rollout;
+    recurrent: whole environment sequences, as the update replays them), under the caller's autocast."""
+    logprobs, values = torch.empty_like(rollout.logprobs), torch.empty_like(rollout.values)
+    for index in rollout.minibatch_indices[0]:
+        samples = rollout.samples(index)
+        logprob, _, value = policy.evaluate(samples["obs"], samples["actions"], samples.get("action_masks"),
+                                            samples.get("recurrent_states"), samples.get("episode_starts"))
+        logprobs[index], values[index] = logprob.to(logprobs.dtype), value.to(values.dtype)
+    weights = (logprobs.float() - rollout.logprobs.float()).exp()
+    return dataclasses.replace(rollout, logprobs=logprobs, values=values, importance_weights=weights)
+
+
+def lag_kl(rollout: Rollout) -> float:
+    """The approximate KL of the proximal policy from the behaviour one, ``mean((w - 1) - log w)`` over the real
+    transitions: how far the learner had moved from the policy that acted (``stats/lag_kl``)."""
+    w = rollout.importance_weights.double()
+    mean = weighted_mean(rollout.weights.double() if rollout.weights.numel() else None)
+    return float(mean((w - 1.0) - w.log()))

@@ -1,0 +1,299 @@
+"""The LightningModule: the actor-critic, the PPO update, and per-rollout logging.
+
+One Lightning step is one rollout (a :class:`lit_ppo.collection.rollout.Rollout`): ``training_step`` runs PPO's
+``update_epochs`` passes of minibatch updates with Lightning's manual optimization (``manual_backward``, the
+Lightning optimizer's ``step``, gradient clipping with ``self.clip_gradients`` in ``on_before_optimizer_step``),
+so precision plugins, strategies and optimizer hooks all apply; Lightning's per-batch loop runs once per rollout,
+not once per minibatch (docs/design.md). Everything the module learns and logs comes in the batch.
+"""
+
+import time
+from collections.abc import Sequence
+from functools import partial
+from typing import Any, Optional, Union
+
+import lightning as L
+import torch
+from torch import Tensor
+
+from lit_ppo.collection.acting import ACTOR_DEVICES
+from lit_ppo.collection.rollout import Rollout
+from lit_ppo.collection.teardown import CloseEnvironmentsOnError
+from lit_ppo.checkpointing.callbacks import SaveLastOnStop
+from lit_ppo.checkpointing.settings import check_compatible
+from lit_ppo.classpath import ClassPathConfig
+from lit_ppo.learning.decoupled import decouple
+from lit_ppo.errors import ConfigError, require
+from lit_ppo.learning.metrics import RecentEpisodes, RolloutLogging, UpdateSummary
+from lit_ppo.learning.objective import PPOObjective, default_ent_coef
+from lit_ppo.learning.losses import LOSS_NAMES
+from lit_ppo.networks.actor_critic import ActorCritic
+from lit_ppo.learning.nonfinite import MODES as NONFINITE_MODES, NonFiniteGuard
+
+KL_INDEX = LOSS_NAMES.index("stats/approx_kl")
+RECENT_EPISODES = 100  # rollout/return_mean is over each process's last 100 finished episodes
+
+
+class PPOModule(L.LightningModule):
+    """PPO's clipped objective on an actor-critic.
+
+    Args:
+        env_spec: the environment's spaces (``PPODataModule.env_spec``); the CLI links it from the data module,
+            so a config never repeats it.
+        hidden_sizes: hidden layers of the actor and of the critic MLP (an image-only observation uses the shared
+            Nature-CNN trunk with linear heads instead).
+        encoder: ``auto`` (Nature CNN for uint8 images of at least 36x36, MLP otherwise), ``cnn`` or ``mlp``.
+        activation: of the MLP's hidden layers: ``tanh`` (PPO's reference choice) or ``relu``.
+        network: your own trunk instead of the built-in encoder and MLPs: a class path or ``{class_path: ...,
+            init_args: {...}}`` of an ``nn.Module`` that maps an observation batch to ``[batch, features]``; the
+            actor and value heads are linear layers on its features.
+        recurrent: an LSTM/GRU core before the actor/critic layers, ``{cell: lstm|gru, hidden_size: 128, layers: 1}``
+            (``true``: those; :mod:`lit_ppo.networks.recurrent`); minibatches are then whole environment sequences.
+        log_std_init: the Gaussian's initial log-std (continuous actions; see :class:`ActorCritic`).
+        ortho_init: PPO's orthogonal initialization (``false``: PyTorch's default init).
+        lr: Adam learning rate (eps 1e-5).
+        anneal_lr: anneal the learning rate linearly to 0 over the budget.
+        clip_coef: PPO's ratio clip epsilon.
+        anneal_clip: anneal ``clip_coef`` linearly to 0 as well (RL-Zoo's CartPole setting).
+        clip_vloss: clip the value update around the rollout's values: ``false`` (SB3's default), a range (SB3's
+            ``clip_range_vf``) or ``true`` (CleanRL's: ``clip_coef`` as configured); never annealed.
+        vf_coef: weight of the value loss.
+        ent_coef: entropy bonus weight; ``null``: 0.01 for Box actions, 0 for discrete (:func:`~lit_ppo.learning.objective.default_ent_coef`).
+        max_grad_norm: clip the global gradient norm of every update to this (``null``: no clipping).
+        norm_adv: normalize advantages per minibatch.
+        decoupled: with ``data.overlap``, clip around the learner's policy at the update's start and weight each sample
+            by its ratio to the older policy that acted (decoupled PPO, :mod:`lit_ppo.learning.decoupled`); ``false``: around
+            the acting policy, as Cleanba does. No effect on synchronous rollouts (the acting policy is the learner's).
+        target_kl: SB3's early stop: a minibatch whose approx KL (before its step) exceeds ``1.5 * target_kl`` ends
+            the rollout's updates unapplied (None: off); ``stats/updates`` logs how many were applied.
+        actor_device: where the rollout's policy acts (environments always step on the CPU): ``cpu`` (a CPU copy
+            of the learner's weights, refreshed once per rollout), ``learner`` (the learner's network on its
+            accelerator: an upload and a download every step), ``auto`` (measured at the first rollout; the
+            decision and both timings are logged). ``cuda`` means ``learner`` and needs a CUDA learner.
+        on_nonfinite: what a NaN/inf loss does: ``stop`` with an error naming the iteration, the term and the cause
+            where the rollout shows one (checked once per rollout, before its checkpoint), or ``skip`` that minibatch's
+            update (a host-device sync per step; ``stats/skipped_updates``) (:mod:`lit_ppo.learning.nonfinite`).
+        max_skipped_rollouts: with ``on_nonfinite: skip``, stop with the same error after this many rollouts in a
+            row whose every update was skipped.
+        compile: ``torch.compile`` the minibatch objective and its backward (:class:`lit_ppo.learning.objective.PPOObjective`):
+            ``true`` or a mode, not with ``recurrent``; off by default: it costs seconds at start-up.
+    """
+
+    def __init__(
+        self,
+        env_spec: Optional[dict[str, Any]] = None,
+        hidden_sizes: Sequence[int] = (64, 64),
+        encoder: str = "auto",
+        activation: str = "tanh",
+        network: Optional[ClassPathConfig] = None,
+        recurrent: Union[bool, dict[str, Any], None] = None,
+        log_std_init: float = 0.0,
+        ortho_init: bool = True,
+        lr: float = 3e-4,
+        anneal_lr: bool = False,
+        clip_coef: float = 0.2,
+        anneal_clip: bool = False,
+        clip_vloss: Union[bool, float] = False,
+        vf_coef: float = 0.5,
+        ent_coef: Optional[float] = None,
+        max_grad_norm: Optional[float] = 0.5,
+        norm_adv: bool = True,
+        target_kl: Optional[float] = None,
+        decoupled: bool = False,
+        actor_device: str = "cpu",
+        on_nonfinite: str = "stop",
+        max_skipped_rollouts: int = 3,
+        compile: Union[bool, str] = False,
+    ) -> None:
+        super().__init__()
+        if env_spec is None:
+            raise ConfigError("model.env_spec: missing; pass PPODataModule(...).env_spec (the CLI links it for you).")
+        require(lr > 0, "model.lr", f"must be positive, got {lr}.")
+        require(clip_coef > 0, "model.clip_coef", f"must be positive (PPO's clip epsilon, e.g. 0.2), got {clip_coef}.")
+        require(vf_coef >= 0, "model.vf_coef", f"must be >= 0, got {vf_coef}.")
+        require(ent_coef is None or ent_coef >= 0, "model.ent_coef", f"must be >= 0 or null, got {ent_coef}.")
+        require(max_grad_norm is None or max_grad_norm > 0, "model.max_grad_norm",
+                f"must be positive or null (no clipping), got {max_grad_norm}.")
+        require(isinstance(clip_vloss, bool) or (isinstance(clip_vloss, (int, float)) and clip_vloss > 0),
+                "model.clip_vloss", f"must be false, true (clip with clip_coef) or a positive value clip range, got "
+                f"{clip_vloss!r}.")
+        require(target_kl is None or target_kl > 0, "model.target_kl", f"must be positive or null, got {target_kl}.")
+        require(actor_device in ACTOR_DEVICES, "model.actor_device",
+                f"must be one of {ACTOR_DEVICES}, got {actor_device!r}.")
+        require(on_nonfinite in NONFINITE_MODES, "model.on_nonfinite", f"must be 'stop' or 'skip', got {on_nonfinite!r}.")
+        require(max_skipped_rollouts >= 1, "model.max_skipped_rollouts", f"must be >= 1, got {max_skipped_rollouts}.")
+        self.save_hyperparameters()
+        self.automatic_optimization = False  # several optimizer steps per Lightning step: see the module docstring
+        self.policy = ActorCritic.from_settings(self.hparams)
+        value_clip = None if clip_vloss is False else float(clip_coef if clip_vloss is True else clip_vloss)
+        ent_coef = default_ent_coef(env_spec["action"]) if ent_coef is None else ent_coef
+        self.objective = PPOObjective(self.policy, vf_coef, ent_coef, value_clip, compile)
+        self.recent_episodes = RecentEpisodes(RECENT_EPISODES)
+        self.nonfinite = NonFiniteGuard(on_nonfinite, max_skipped_rollouts)
+        self.rollout_metrics: dict[str, float] = {}  # the latest rollout's metrics, as the loggers got them
+        self.rollout_logging = RolloutLogging()
+        self.env_steps = 0  # environment steps of all processes so far: the step every metric is logged at
+        self._epoch_start = self._fit_start = self._transfer_ms = 0.0
+        self._fit_start_steps = 0  # env steps when this fit started (a resumed fit continues the count)
+        self._summary: Optional[UpdateSummary] = None  # training_step's, for on_train_epoch_end
+
+    # -- wiring ---------------------------------------------------------------------------------------------------
+    def setup(self, stage: str) -> None:
+        # The data module acts with this policy: handed over once, its weights read at each rollout.
+        datamodule = self.trainer.datamodule
+        if callable(getattr(datamodule, "set_policy", None)):
+            datamodule.set_policy(self.policy, self.hparams.actor_device)
+
+    def configure_callbacks(self):
+        if self.trainer.gradient_clip_val:
+            raise ConfigError(f"trainer.gradient_clip_val: PPOModule clips every minibatch update itself; set "
+                              f"model.max_grad_norm: {self.trainer.gradient_clip_val} instead (default 0.5) and "
+                              "remove the Trainer's gradient_clip_val.")
+        return [SaveLastOnStop(), CloseEnvironmentsOnError()]
+
+    def configure_optimizers(self) -> torch.optim.Optimizer:
+        # Fused Adam is ~4x faster than the CPU default for a small MLP, but Lightning refuses gradient clipping
+        # with it under mixed precision (it unscales internally): there the multi-tensor one is used.
+        kind = {"foreach": True} if "mixed" in str(self.trainer.precision) else {"fused": True}
+        return torch.optim.Adam(self.parameters(), lr=self.hparams.lr, eps=1e-5, **kind)
+
+    def transfer_batch_to_device(self, batch: Any, device: torch.device, dataloader_idx: int) -> Any:
+        # A rollout crosses once; on a CPU learner there is nothing to move.
+        if device.type == "cpu":
+            return batch
+        start = time.perf_counter()
+        moved = super().transfer_batch_to_device(batch, device, dataloader_idx)
+        self._transfer_ms = (time.perf_counter() - start) * 1e3  # host-side time: the copies themselves overlap
+        return moved
+
+    # -- learning ---------------------------------------------------------------------------------------------------
+    def on_train_start(self) -> None:
+        self._fit_start, self._fit_start_steps = time.perf_counter(), self.env_steps
+        self.rollout_logging.attach(self.trainer)
+
+    def on_train_epoch_start(self) -> None:
+        self._epoch_start, self._transfer_ms = time.perf_counter(), 0.0
+
+    def training_step(self, rollout: Rollout, batch_idx: int) -> None:
+        """One rollout's updates, then the checks and statistics that belong to the rollout."""
+        start = time.perf_counter()
+        hp = self.hparams
+        self.env_steps = rollout.env_steps  # before validation runs at this epoch's end: it logs at these steps
+        remaining = 1.0 - rollout.budget_fraction  # annealing follows the budget
+        lr = hp.lr * (remaining if hp.anneal_lr else 1.0)
+        clip_coef = hp.clip_coef * (remaining if hp.anneal_clip else 1.0)
+        if hp.decoupled and rollout.policy_lag:
+            rollout = decouple(self.policy, rollout)
+        sums, updates, skipped = self._update(rollout, lr, clip_coef)
+        self.nonfinite.check_rollout(sums, list(self.policy.parameters()), updates, skipped, rollout.nonfinite,
+                                     self.trainer.strategy, self.current_epoch + 1, self.global_step)
+        self._update_normalization(rollout)
+        self._summary = UpdateSummary(rollout, sums, updates, skipped, lr, clip_coef,
+                                      learn_ms=(time.perf_counter() - start) * 1e3)
+
+    def _update(self, rollout: Rollout, lr: float, clip_coef: float) -> tuple[Tensor, int, int]:
+        """``update_epochs`` passes of minibatch steps; the terms summed over the applied updates, their number, skips."""
+        hp = self.hparams
+        optimizer = self.optimizers()
+        for group in optimizer.param_groups:
+            group["lr"] = lr
+        sums = torch.zeros(len(LOSS_NAMES), device=self.device)
+        updates = skipped = 0
+        whole = None  # the rollout as one minibatch: prepared once, it is the same in every pass
+        for idx in rollout.minibatch_indices.flatten(0, 1):
+            if idx.numel() == rollout.size:  # no gather: the loss does not depend on the order of the samples
+                whole = whole if whole is not None else self.objective.prepare(rollout.samples(), hp.norm_adv)
+                minibatch = whole
+            else:
+                minibatch = self.objective.prepare(rollout.samples(idx), hp.norm_adv)
+            loss, terms = self.objective(minibatch, clip_coef)
+            if hp.target_kl is not None and self._kl_exceeded(terms):
+                break  # as SB3: the update that would exceed it is not applied
+            if self.nonfinite.skip(terms, self.trainer.strategy):
+                skipped += 1
+                continue
+            sums += terms  # no sync here: a non-finite term carries into the sums, checked once per rollout
+            updates += 1
+            optimizer.zero_grad()
+            self.manual_backward(loss)
+            optimizer.step()  # clipping happens in on_before_optimizer_step
+        return sums, updates, skipped
+
+    def on_before_optimizer_step(self, optimizer: torch.optim.Optimizer) -> None:
+        # Lightning calls this after the mixed-precision unscale (and after DDP's gradient averaging).
+        if self.hparams.max_grad_norm:
+            self.clip_gradients(optimizer, gradient_clip_val=self.hparams.max_grad_norm, gradient_clip_algorithm="norm")
+
+    def _kl_exceeded(self, terms: Tensor) -> bool:
+        # This minibatch's KL before its step (SB3's rule), averaged so every rank stops together; a sync per step.
+        kl = self.trainer.strategy.reduce(terms[KL_INDEX], reduce_op="mean")
+        return bool(kl > 1.5 * self.hparams.target_kl)
+
+    def _update_normalization(self, rollout: Rollout) -> None:
+        # After the updates, so that acting on a rollout and learning from it use the same statistics; over the real
+        # transitions only (a next-step reset step's input is the finished episode's final observation, which
+        # SB3's VecNormalize never sees). Pooled over ranks: every rank merges the same numbers.
+        obs = rollout.obs[rollout.weights > 0] if rollout.weights.numel() else rollout.obs
+        returns = rollout.reward_returns if rollout.reward_returns.numel() else None
+        self.policy.update_normalization(obs, returns, partial(self.trainer.strategy.reduce, reduce_op="sum"))
+
+    # -- logging ------------------------------------------------------------------------------------------------------
+    def on_train_epoch_end(self) -> None:
+        """Log this rollout once: one reduction across ranks, then one write per logger; stop at the budget."""
+        s, self._summary = self._summary, None
+        if s is None:  # resumed from a checkpoint saved after this iteration's updates: nothing new to log
+            return
+        rollout = s.rollout
+        self.recent_episodes.add(rollout.episode_returns, rollout.episode_lengths)
+        episode_return, episode_length = self.recent_episodes.means(self.device)
+        losses = self.trainer.strategy.reduce(s.mean_terms(), reduce_op="mean")
+        iteration_ms = (time.perf_counter() - self._epoch_start) * 1e3  # after the reduction: the work is done
+        elapsed = time.perf_counter() - self._fit_start
+        metrics = s.metrics(losses, updates=self.hparams.target_kl is not None,
+                            skipped=self.hparams.on_nonfinite == "skip")
+        metrics.update({
+            "rollout/return_mean": episode_return,
+            "rollout/length_mean": episode_length,
+            "time/env_steps": float(rollout.env_steps),
+            "time/sps": (rollout.env_steps - self._fit_start_steps) / max(elapsed, 1e-9),
+            "time/elapsed_s": elapsed,
+            "time/transfer_ms": self._transfer_ms,
+            "time/iteration_ms": iteration_ms,
+        })
+        self.rollout_metrics = metrics
+        self.rollout_logging.write(self, metrics)
+        if rollout.final:
+            self.trainer.should_stop = True
+
+    # -- checkpoints ------------------------------------------------------------------------------------------------
+    def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
+        checkpoint["lit_ppo_recent_episodes"] = self.recent_episodes.state(self.trainer.world_size)
+        checkpoint["lit_ppo_env_steps"] = self.env_steps
+        checkpoint["lit_ppo_nonfinite"] = self.nonfinite.state_dict()
+
+    def on_load_checkpoint(self, checkpoint: dict[str, Any]) -> None:
+        # Runs before the weights are loaded: a mismatch is named here instead of as a state_dict size error.
+        try:
+            path = self.trainer.ckpt_path
+        except RuntimeError:  # load_from_checkpoint: no Trainer
+            path = None
+        check_compatible(checkpoint.get("hyper_parameters", {}), dict(self.hparams), str(path or "the checkpoint"))
+        self.recent_episodes.load(checkpoint.get("lit_ppo_recent_episodes") or [], self.global_rank)
+        self.env_steps = int(checkpoint.get("lit_ppo_env_steps", 0))
+        self.nonfinite.load_state_dict(checkpoint.get("lit_ppo_nonfinite", {}))
+
+    # -- evaluation (validate / test / predict) ---------------------------------------------------------------------
+    def validation_step(self, batch: dict[str, Tensor], batch_idx: int) -> None:
+        returns = self.all_gather(batch["returns"].to(self.device)).flatten().float()
+        lengths = self.all_gather(batch["lengths"].to(self.device)).flatten().float()
+        self.log_dict({"eval/return_mean": returns.mean(), "eval/return_std": returns.std(unbiased=False),
+                       "eval/length_mean": lengths.mean()}, prog_bar=True, batch_size=returns.numel())
+        # Lightning logs at a logged "step" value when there is one: the evaluation lands on the env-step axis of
+        # the rollout metrics (during fit, the rollout it followed; afterwards, the checkpoint's).
+        self.log("step", float(self.env_steps), batch_size=returns.numel())
+
+    test_step = validation_step
+
+    def predict_step(self, batch: dict[str, Tensor], batch_idx: int) -> dict[str, Tensor]:
+        """The episodes' returns and lengths (played by the predict loader), for a prediction writer."""
+        return batch

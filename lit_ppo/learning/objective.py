@@ -1,0 +1,118 @@
+"""The minibatch objective: the policy's log-probabilities, entropy and values for a minibatch, PPO's loss terms,
+and their weighted sum, eager or through ``torch.compile``.
+"""
+
+import warnings
+from typing import Any, Callable, NamedTuple, Optional, Union
+
+import torch
+from torch import Tensor
+
+from lit_ppo.errors import require
+from lit_ppo.learning.losses import normalize_advantages, ppo_loss_terms
+from lit_ppo.networks.actor_critic import ActorCritic
+from lit_ppo.envs.spaces import BoxSpec, spec_from_dict
+
+COMPILE_CHOICES = (False, True, "default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
+
+
+# model.ent_coef's default: 0.01 for continuous (Box, Gaussian) actions, 0 otherwise (SB3's 0). Without a bonus the
+# Gaussian's std collapsed early on LunarLanderContinuous-v3 and seeds stalled hovering; 0.01 (RL-Zoo's tuned value
+# there) lifted seeds 1-3 from 148.0 to 189.9 (seeds 1-5: 166.5 -> 194.5), against SB3's own defaults' 186.5 on
+# the same machine, and changed nothing beyond noise on Pendulum, Reacher and InvertedPendulum; on the discrete
+# LunarLander it cost 24 points (263.8 -> 239.9), so discrete actions keep 0 (docs/results.md, continuous control).
+CONTINUOUS_ENT_COEF = 0.01
+
+
+def default_ent_coef(action: dict[str, Any]) -> float:
+    """The entropy weight ``model.ent_coef: null`` (the default) means for an action space (``env_spec["action"]``)."""
+    return CONTINUOUS_ENT_COEF if isinstance(spec_from_dict(action), BoxSpec) else 0.0
+
+
+class Minibatch(NamedTuple):
+    """One minibatch as the objective takes it, every tensor by name (a reorder cannot swap two same-shaped
+    tensors). A ``NamedTuple``, so ``torch.compile`` flattens it as it would a tuple. Fields as in
+    :class:`lit_ppo.collection.rollout.Rollout`; the optional ones are None where the rollout has none."""
+
+    obs: Tensor
+    actions: Tensor
+    logprobs: Tensor
+    values: Tensor
+    advantages: Tensor
+    returns: Tensor
+    weights: Optional[Tensor] = None
+    action_masks: Optional[Tensor] = None
+    recurrent_states: Optional[Tensor] = None
+    episode_starts: Optional[Tensor] = None
+    importance_weights: Optional[Tensor] = None
+
+
+class PPOObjective:
+    """``objective(minibatch, clip_coef) -> (loss, terms)``: ``loss`` to minimize (policy + ``vf_coef`` x value -
+    ``ent_coef`` x entropy) and the detached terms stacked in :data:`lit_ppo.learning.losses.LOSS_NAMES` order.
+
+    ``value_clip`` is the value clip range (SB3's ``clip_range_vf``): the new values stay within it of the rollout's
+    values, or None for no value clipping. It is its own constant, not the policy's (possibly annealed) clip.
+
+    With ``compile`` (``True`` or a ``torch.compile`` mode), the forward pass and the loss run as one compiled
+    graph, and so does its backward (AOTAutograd): at PPO's minibatch sizes the eager ops are launch- and
+    dispatch-bound, and the compiled graph fuses the elementwise work. ``"reduce-overhead"`` also captures the
+    graphs as CUDA graphs on a GPU (one launch per minibatch; shapes are static: every minibatch of a rollout has
+    ``minibatch_size`` samples). The optimizer step stays outside, in Lightning's precision plugin, which owns the
+    loss scaling of ``16-mixed`` (scale, unscale, skip on overflow) and the hooks around it. The clip coefficient
+    enters as a tensor so that annealing it does not recompile. If the first (compiling) call fails (no C++
+    compiler, an unsupported op), it says so once and stays eager; an error in any later call is a real error and
+    is raised. Not an ``nn.Module``: the policy is the module's.
+    """
+
+    def __init__(self, policy: ActorCritic, vf_coef: float, ent_coef: float, value_clip: Optional[float] = None,
+                 compile: Union[bool, str] = False) -> None:
+        require(compile in COMPILE_CHOICES, "model.compile", f"must be one of {COMPILE_CHOICES}, got {compile!r}.")
+        # A recurrent core splits each sequence at its episode starts into pieces whose lengths are data: every
+        # rollout's shapes differ, so Dynamo breaks the graph and recompiles instead of fusing anything (measured,
+        # both beside two other runs: a 4k-step cartpole_pomdp fit took 32 s against 10 s eager, with pages of
+        # graph-break warnings).
+        require(not (compile and policy.state_size), "model.compile",
+                "is not supported with model.recurrent (the sequence pieces between episode starts have "
+                "data-dependent shapes, which torch.compile cannot fuse); set model.compile: false.")
+        self.policy, self.vf_coef, self.ent_coef, self.value_clip = policy, vf_coef, ent_coef, value_clip
+        mode = None if compile is True or compile == "default" else compile
+        self.compiled: Optional[Callable] = torch.compile(self._objective, mode=mode) if compile else None
+        self._compiled_ok = False  # the first compiled call succeeded: later errors are raised, not hidden
+        self._clip: Optional[tuple[float, Tensor]] = None  # the clip coefficient as the compiled graph takes it
+
+    @staticmethod
+    def prepare(samples: dict[str, Tensor], norm_adv: bool) -> Minibatch:
+        """The minibatch as the objective takes it: advantages normalized per minibatch when ``norm_adv``."""
+        if norm_adv:  # per minibatch, as PPO's reference implementations do; over its real transitions
+            samples = dict(samples, advantages=normalize_advantages(samples["advantages"].float(),
+                                                                    samples.get("weights")))
+        return Minibatch(**samples)
+
+    def _objective(self, mb: Minibatch, clip_coef) -> tuple[Tensor, Tensor]:
+        logprob, entropy, new_values = self.policy.evaluate(mb.obs, mb.actions, mb.action_masks, mb.recurrent_states,
+                                                            mb.episode_starts)
+        terms = ppo_loss_terms(logprob, mb.logprobs, mb.advantages, entropy, new_values, mb.values, mb.returns,
+                               clip_coef=clip_coef, value_clip_coef=self.value_clip, weights=mb.weights,
+                               importance_weights=mb.importance_weights)
+        loss = terms.policy + self.vf_coef * terms.value
+        if self.ent_coef:  # with no bonus, backward does not go through the entropy at all
+            loss = loss - self.ent_coef * terms.entropy
+        return loss, torch.stack([t.detach() for t in terms])
+
+    def __call__(self, minibatch: Minibatch, clip_coef: float) -> tuple[Tensor, Tensor]:
+        if self.compiled is None:
+            return self._objective(minibatch, clip_coef)
+        if self._clip is None or self._clip[0] != clip_coef:  # once per rollout, not a copy per update
+            self._clip = (clip_coef, torch.tensor(clip_coef, device=minibatch.obs.device))
+        if self._compiled_ok:
+            return self.compiled(minibatch, self._clip[1])
+        try:
+            result = self.compiled(minibatch, self._clip[1])
+        except Exception as err:  # the compiler's failure, raised at the first call
+            warnings.warn(f"lit_ppo: model.compile: torch.compile failed ({type(err).__name__}: "
+                          f"{str(err).splitlines()[0][:300]}); the updates run eagerly.", stacklevel=2)
+            self.compiled = None
+            return self._objective(minibatch, clip_coef)
+        self._compiled_ok = True
+        return result

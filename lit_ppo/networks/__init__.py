@@ -1,0 +1,1 @@
+"""The actor-critic and its parts: encoders, distribution heads, recurrent cores, normalization."""

@@ -1,0 +1,268 @@
+"""The actor-critic: an observation encoder (built in, or the user's own network), actor and critic layers, and
+the distribution head of the action space.
+
+Three shapes, by what the observation is and what the config asks for:
+
+- vector (and mixed Dict/Tuple) observations: separate actor and critic MLPs on the encoded features;
+- a lone image: a Nature-CNN trunk shared by actor and critic, with linear heads;
+- ``network``: the user's ``nn.Module`` as a shared trunk, with linear heads.
+
+With ``recurrent`` (:mod:`lit_ppo.networks.recurrent`), an LSTM/GRU core sits between the encoder and the actor/critic
+layers, shared by both; every pass then takes the recurrent state of each environment and the episode-start flags
+of its inputs, and returns the state after them.
+
+Initialization is PPO's reference one: orthogonal, gain sqrt(2) hidden, 0.01 policy output, 1 value output
+(``ortho_init: false`` keeps PyTorch's default instead, as Stable-Baselines3's ``ortho_init=False``).
+"""
+
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any, Callable, Optional, Union
+
+import torch
+from torch import Tensor, nn
+
+from lit_ppo.classpath import ClassPathConfig, resolve
+from lit_ppo.networks.distributions import DiagGaussianHead, make_head
+from lit_ppo.networks.encoders import NormalizedObservation, ObservationEncoder, layer_init
+from lit_ppo.errors import ConfigError
+from lit_ppo.networks.normalization import CLIP, RunningMeanStd
+from lit_ppo.networks.recurrent import RecurrentConfig, RecurrentCore
+from lit_ppo.envs.spaces import ActionSpec, ObservationSpec, spec_from_dict
+
+ACTIVATIONS = {"tanh": nn.Tanh, "relu": nn.ReLU}
+# PPOModule's settings that build its policy: what a checkpoint's hyper-parameters rebuild the network from.
+POLICY_SETTINGS = ("hidden_sizes", "encoder", "activation", "network", "recurrent", "log_std_init", "ortho_init")
+
+
+def mlp(in_features: int, hidden_sizes: Sequence[int], out_features: int, out_gain: float,
+        activation: str = "tanh") -> nn.Sequential:
+    """Linear layers with ``activation`` between them, the last one linear with gain ``out_gain``."""
+    layers: list[nn.Module] = []
+    for size in hidden_sizes:
+        layers += [layer_init(nn.Linear(in_features, size), math.sqrt(2)), ACTIVATIONS[activation]()]
+        in_features = size
+    layers.append(layer_init(nn.Linear(in_features, out_features), out_gain))
+    return nn.Sequential(*layers)
+
+
+class UserTrunk(nn.Module):
+    """A user's network behind :class:`NormalizedObservation`: observations in, ``num_features`` features out."""
+
+    def __init__(self, spec: ObservationSpec, network: ClassPathConfig, normalize: bool = False) -> None:
+        super().__init__()
+        class_path, build = resolve(network, "model.network")
+        try:
+            self.net = build()
+        except Exception as err:
+            raise ConfigError(f"model.network: {class_path}(...) raised {type(err).__name__}: {err}") from err
+        if not isinstance(self.net, nn.Module):
+            raise ConfigError(f"model.network: {class_path} made a {type(self.net).__name__}, not a torch.nn.Module.")
+        self.inputs = NormalizedObservation(spec, normalize)
+        example = torch.zeros((2, *spec.tensor_shape), dtype=spec.tensor_dtype)
+        with torch.no_grad():
+            try:
+                out = self.net(example)
+            except Exception as err:
+                raise ConfigError(
+                    f"model.network: {class_path} cannot take an observation batch of shape {tuple(example.shape)} "
+                    f"and dtype {example.dtype} ({type(err).__name__}: {err}); see docs/networks.md, 'Your own network'."
+                ) from err
+        if not isinstance(out, Tensor) or out.dim() != 2 or out.shape[0] != 2:
+            shape = tuple(out.shape) if isinstance(out, Tensor) else type(out).__name__
+            raise ConfigError(f"model.network: {class_path} must return features of shape [batch, n]; it returned "
+                              f"{shape} for a batch of 2.")
+        self.num_features = int(out.shape[1])
+
+    @property
+    def obs_rms(self) -> Optional[RunningMeanStd]:
+        return self.inputs.obs_rms
+
+    def vector_part(self, obs: Tensor) -> Optional[Tensor]:
+        return self.inputs.vector_part(obs)
+
+    def forward(self, obs: Tensor) -> Tensor:
+        return self.net(self.inputs(obs))
+
+
+class ActorCritic(nn.Module):
+    """Everything the policy needs at evaluation is in its ``state_dict``: weights, the Gaussian's log-std, and the
+    observation / return statistics when ``normalize_obs`` / ``normalize_reward`` are on.
+
+    Args:
+        observation: the observation spec (:func:`lit_ppo.envs.spaces.observation_spec`).
+        action: the action spec.
+        hidden_sizes: hidden layers of the actor and of the critic MLP (not used with a shared trunk).
+        encoder: ``auto`` (a CNN for uint8 images of at least 36 x 36), ``cnn`` or ``mlp``
+            (see :class:`lit_ppo.networks.encoders.ObservationEncoder`).
+        activation: of the MLP's hidden layers, ``tanh`` or ``relu``.
+        network: the user's trunk, a class path or ``{class_path, init_args}`` (see :class:`UserTrunk`).
+        normalize_obs: normalize vector observations by running statistics (clip +-10).
+        normalize_reward: keep running statistics of the discounted return, by which rollouts scale rewards.
+        recurrent: ``{cell: lstm|gru, hidden_size, layers}`` (:class:`lit_ppo.networks.recurrent.RecurrentConfig`), or None.
+        log_std_init: initial log-std of the Gaussian head (continuous actions): the initial std is its exp.
+        ortho_init: PPO's orthogonal initialization of the built-in layers; ``False`` keeps PyTorch's default
+            ``reset_parameters`` init (a user's ``network`` keeps its own init either way).
+    """
+
+    def __init__(
+        self,
+        observation: ObservationSpec,
+        action: ActionSpec,
+        hidden_sizes: Sequence[int] = (64, 64),
+        encoder: str = "auto",
+        activation: str = "tanh",
+        network: Optional[ClassPathConfig] = None,
+        normalize_obs: bool = False,
+        normalize_reward: bool = False,
+        recurrent: Any = None,
+        log_std_init: float = 0.0,
+        ortho_init: bool = True,
+    ) -> None:
+        super().__init__()
+        if activation not in ACTIVATIONS:
+            raise ConfigError(f"model.activation: {activation!r} is not one of {tuple(ACTIVATIONS)}.")
+        if not (len(hidden_sizes) > 0 and all(h > 0 for h in hidden_sizes)):
+            raise ConfigError(f"model.hidden_sizes: must be positive layer widths, got {list(hidden_sizes)}.")
+        number = isinstance(log_std_init, (int, float)) and not isinstance(log_std_init, bool)
+        if not (number and math.isfinite(log_std_init)):
+            raise ConfigError(f"model.log_std_init: must be a finite number (the initial log-std, e.g. 0 for std 1 "
+                              f"or -2 for std 0.14), got {log_std_init!r}.")
+        if not isinstance(ortho_init, bool):
+            raise ConfigError(f"model.ortho_init: must be true (orthogonal init) or false (PyTorch's default init), "
+                              f"got {ortho_init!r}.")
+        self.head = make_head(action)
+        if network is not None:
+            self.encoder: Union[ObservationEncoder, UserTrunk] = UserTrunk(observation, network, normalize_obs)
+            hidden_sizes = []
+        else:
+            self.encoder = ObservationEncoder(observation, encoder, normalize_obs)
+            if self.encoder.image_only:
+                hidden_sizes = []  # the CNN is the trunk (CleanRL / baselines Atari PPO)
+        n = self.encoder.num_features
+        config = recurrent if isinstance(recurrent, RecurrentConfig) else RecurrentConfig.parse(recurrent)
+        self.core = RecurrentCore(n, config) if config is not None else None
+        n = self.core.hidden_size if self.core is not None else n
+        self.actor = mlp(n, hidden_sizes, self.head.num_outputs, 0.01, activation)
+        self.critic = mlp(n, hidden_sizes, 1, 1.0, activation)
+        if not ortho_init:  # the layers built here, back to PyTorch's own init (the user's network is not ours)
+            built = [self.actor, self.critic] + ([self.encoder] if network is None else [])
+            built += [self.core] if self.core is not None else []
+            kinds = (nn.Linear, nn.Conv2d, nn.LSTM, nn.GRU)
+            for layer in (m for part in built for m in part.modules() if isinstance(m, kinds)):
+                layer.reset_parameters()
+        # The Gaussian's state-independent log-std: optimized and saved with the policy; std exp(log_std_init).
+        gaussian = isinstance(self.head, DiagGaussianHead)
+        self.log_std = nn.Parameter(torch.full((self.head.num_outputs,), float(log_std_init))) if gaussian else None
+        self.return_rms = RunningMeanStd(()) if normalize_reward else None
+
+    @classmethod
+    def from_env_spec(cls, env_spec: dict[str, Any], **kwargs: Any) -> "ActorCritic":
+        """The policy for ``PPODataModule.env_spec`` (plain data, as checkpoints hold it)."""
+        return cls(spec_from_dict(env_spec["observation"]), spec_from_dict(env_spec["action"]),
+                   normalize_obs=bool(env_spec.get("normalize_obs")),
+                   normalize_reward=bool(env_spec.get("normalize_reward")), **kwargs)
+
+    @classmethod
+    def from_settings(cls, settings: Mapping[str, Any]) -> "ActorCritic":
+        """The policy of ``PPOModule(**settings)``: ``settings`` its hyper-parameters (a checkpoint's
+        ``hyper_parameters``), ``env_spec`` among them; one way to build it for training and for loading."""
+        kwargs = {key: settings[key] for key in POLICY_SETTINGS if key in settings}
+        if "hidden_sizes" in kwargs:
+            kwargs["hidden_sizes"] = list(kwargs["hidden_sizes"])
+        return cls.from_env_spec(settings["env_spec"], **kwargs)
+
+    @property
+    def state_size(self) -> int:
+        """Floats of recurrent state per environment (0: a feed-forward policy)."""
+        return self.core.state_size if self.core is not None else 0
+
+    def initial_state(self, n: int) -> Optional[Tensor]:
+        """The state of ``n`` environments before their first step (zeros), or None for a feed-forward policy."""
+        return self.core.initial_state(n, next(self.parameters()).device) if self.core is not None else None
+
+    def features(self, obs: Tensor, state: Optional[Tensor] = None,
+                 starts: Optional[Tensor] = None) -> tuple[Tensor, Optional[Tensor]]:
+        """Features for the actor and critic layers, and the recurrent state after ``obs`` (None: feed-forward, or a
+        sequence, whose final state nothing needs).
+
+        Recurrent: ``obs`` is ``[T * n, ...]`` step-major (``T`` steps of ``n`` environments; acting: ``T = 1``),
+        ``state`` ``[n, state_size]`` the state before the first step, ``starts`` ``[T * n]`` bool, the inputs that
+        begin an episode (None: none does)."""
+        features = self.encoder(obs)
+        if self.core is None:
+            return features, None
+        if state is None:
+            raise ValueError("a recurrent policy needs the recurrent state: pass state=policy.initial_state(n) at "
+                             "the first step and the state it returned afterwards")
+        n = state.shape[0]
+        steps = features.shape[0] // n
+        if starts is None:
+            starts = torch.zeros(features.shape[0], dtype=torch.bool, device=features.device)
+        out, state = self.core(features.view(steps, n, -1), state.to(features.device),
+                               starts.to(features.device).view(steps, n))
+        return out.reshape(features.shape[0], -1), state
+
+    def forward(self, obs: Tensor, state: Optional[Tensor] = None,
+                starts: Optional[Tensor] = None) -> tuple[Tensor, Tensor, Optional[Tensor]]:
+        """Distribution parameters and values, both cast to fp32 (autocast may have made them half precision), and
+        the recurrent state after ``obs``."""
+        features, state = self.features(obs, state, starts)
+        params = self.actor(features).float()
+        if self.log_std is not None:
+            params = torch.cat([params, self.log_std.float().expand_as(params)], -1)
+        return params, self.critic(features).squeeze(-1).float(), state
+
+    def value(self, obs: Tensor, state: Optional[Tensor] = None, starts: Optional[Tensor] = None) -> Tensor:
+        return self.critic(self.features(obs, state, starts)[0]).squeeze(-1).float()
+
+    def act(
+        self, obs: Tensor, generator: Optional[torch.Generator] = None, deterministic: bool = False,
+        action_mask: Optional[Tensor] = None, state: Optional[Tensor] = None, starts: Optional[Tensor] = None,
+    ) -> tuple[Tensor, Tensor, Tensor, Optional[Tensor]]:
+        """Action, its log-probability, the state value and the recurrent state after ``obs`` (None when
+        feed-forward) for a batch of observations; deterministic: the mode (the Gaussian's mean); ``action_mask``:
+        only valid actions (see :class:`lit_ppo.networks.distributions.DistributionHead`)."""
+        params, value, state = self(obs, state, starts)
+        return (*self.choose(params, generator, deterministic, action_mask), value, state)
+
+    def choose(self, params: Tensor, generator: Optional[torch.Generator] = None, deterministic: bool = False,
+               action_mask: Optional[Tensor] = None) -> tuple[Tensor, Tensor]:
+        """Action and log-probability from distribution parameters, among the valid actions of ``action_mask``."""
+        if action_mask is not None:
+            params = self.head.masked(params, action_mask.to(params.device))
+        return self.head.choose(params, generator, deterministic)
+
+    def evaluate(self, obs: Tensor, actions: Tensor, action_mask: Optional[Tensor] = None,
+                 state: Optional[Tensor] = None, starts: Optional[Tensor] = None) -> tuple[Tensor, Tensor, Tensor]:
+        """Log-probability of ``actions``, entropy and value under the current parameters (fp32), under the action
+        masks the actions were chosen with; recurrent: over whole sequences from ``state`` (see :meth:`features`)."""
+        params, value, _ = self(obs, state, starts)
+        if action_mask is not None:
+            params = self.head.masked(params, action_mask)
+        return (*self.head.log_prob_entropy(params, actions), value)
+
+    # -- normalization statistics -------------------------------------------------------------------------------
+    def scale_rewards(self, rewards: Tensor, returns: Optional[Tensor] = None) -> Tensor:
+        """Rewards divided by the running std of the discounted return, clipped to +-10 (identity when off).
+
+        Before any statistics exist (the first rollout), the variance of that rollout's own discounted
+        ``returns`` stands in, as the statistics will hold it after the rollout: otherwise the critic would first
+        learn unscaled returns and then unlearn them, its large gradients starving the actor's under clipping.
+        """
+        rms = self.return_rms
+        if rms is None:
+            return rewards
+        var = returns.var(unbiased=False) if returns is not None and rms.count == 0 else rms.var
+        std = torch.sqrt(var.to(rewards.device, torch.float64) + rms.epsilon).to(rewards.dtype)
+        return (rewards / std).clamp(-CLIP, CLIP)
+
+    def update_normalization(
+        self, obs: Tensor, returns: Optional[Tensor], reduce_sum: Optional[Callable[[Tensor], Tensor]] = None
+    ) -> None:
+        """Merge one rollout's observations ``[B, ...]`` and discounted returns into the statistics that are on;
+        ``reduce_sum`` (an all-reduce over ranks) makes every rank merge the same pooled statistics."""
+        if self.encoder.obs_rms is not None:
+            self.encoder.obs_rms.update(self.encoder.vector_part(obs), reduce_sum)
+        if self.return_rms is not None and returns is not None:
+            self.return_rms.update(returns, reduce_sum)
