@@ -1,4 +1,13 @@
-"""Atari Breakout SPS: ``configs/breakout_envpool.yaml`` (EnvPool, its own preprocessing, next-step autoreset)
+"""Archived study.
+
+Measured 2026-12-01 on a shared 2-core Intel Xeon (envpool 1.2.5, ale-py 0.12.1; docs/performance.md, committed
+at 18ec213); last changed at a7a5769 (2026-12-02).
+Question: does ``breakout_envpool.yaml`` (EnvPool) train Breakout faster than ``breakout.yaml`` (AsyncVectorEnv)?
+Answer: barely, 186 against 176 SPS (1.06x): on 2 CPU cores the Nature-CNN update is ~85% of an iteration.
+Not maintained or tested: it may need commit a7a5769 to run (``git worktree add DIR a7a5769``). It imports the
+helpers in benchmarks/, so run it as ``PYTHONPATH=benchmarks python benchmarks/archive/atari_envpool.py``.
+
+Atari Breakout SPS: ``configs/breakout_envpool.yaml`` (EnvPool, its own preprocessing, next-step autoreset)
 against ``configs/breakout.yaml`` (gymnasium's AtariPreprocessing and frame stack in an AsyncVectorEnv), same
 PPO settings, on this machine, in the same invocation with the arms alternating.
 
@@ -8,7 +17,7 @@ per second over iterations 2..N, from lit_ppo's own ``time/iteration_ms``) and t
 stepping environments. breakout.yaml needs ``pip install "lit_ppo[atari]"``, breakout_envpool.yaml
 ``pip install "lit_ppo[envpool]"``; an arm whose package is missing is reported as such.
 
-    python benchmarks/atari_envpool.py [--iterations 6] [--repeats 2]
+    python benchmarks/archive/atari_envpool.py [--iterations 6] [--repeats 2]
 """
 
 import argparse

@@ -1,9 +1,18 @@
-"""Train a config for several seeds through the CLI and report when each first reaches a target eval return.
+"""Archived study.
+
+Measured 2026-12-01 on a shared 2-core Intel Xeon (docs/zoo.md's CartPole table; sync against native vector envs
+in docs/performance.md, committed at 18ec213); last changed at 9dff592 (2026-11-29).
+Question: after how many environment steps does ``cartpole.yaml`` first reach a 20-episode evaluation of 475,
+seed by seed, through the CLI? Answer: 12,800 / 20,480 / 15,360 for seeds 1-3 (median 15,360, the same with
+``--data.vectorization native``), every seed at 500 by 100k; ``learning.py`` and ``time_to_solve.py`` replace it.
+Not maintained or tested: it may need commit 9dff592 to run (``git worktree add DIR 9dff592``).
+
+Train a config for several seeds through the CLI and report when each first reaches a target eval return.
 
 Evaluation (20 deterministic episodes on fresh envs) runs every ``--eval-every`` iterations during fit, so
 "steps to target" has that granularity. Each seed runs in its own process, as a user would run it.
 
-    python benchmarks/cartpole_seeds.py [--config cartpole.yaml] [--seeds 1 2 3] [--eval-every 10] [--target 475]
+    python benchmarks/archive/cartpole_seeds.py [--config cartpole.yaml] [--seeds 1 2 3] [--eval-every 10] [--target 475]
 """
 
 import argparse

@@ -1,8 +1,16 @@
-"""How long a ``data.overlap`` collector takes from its start to its first rollout: spawning the process, its
+"""Archived study.
+
+Measured 2026-12-03 on a 2-core AMD EPYC (Zen 3) (docs/performance.md, committed at eb989cb); last changed at
+0f23b27 (2026-12-04: import path after the layout move).
+Question: how long does a ``data.overlap`` collector take from its start to its first rollout? Answer: 1.55 s
+(median of 6) once the collector process stopped importing Lightning (b7aa02c), against 5.02 s at 748af20.
+Not maintained or tested: it may need commit 0f23b27 to run (``git worktree add DIR 0f23b27``).
+
+How long a ``data.overlap`` collector takes from its start to its first rollout: spawning the process, its
 imports, building CartPole-v1's 4 environments and collecting one 4 x 32-step rollout. The learner waits this
 long once per fit (and once per resume), so it counts against short runs.
 
-    python benchmarks/collector_startup.py [--repeats 6]
+    python benchmarks/archive/collector_startup.py [--repeats 6]
 
 To compare two versions of lit_ppo, run it with ``PYTHONPATH`` pointing at each checkout (``git worktree add``).
 A user script that imports lit_ppo or Lightning at its top level has its collector import them too (spawn re-imports

@@ -1,11 +1,21 @@
-"""What ``model.compile`` does to a fit: the update loop's time per iteration once compiled, the compile time it
+"""Archived study.
+
+Measured 2026-12-02 on a 2-core AMD EPYC (Zen 5) (docs/performance.md, committed at 7eb08d4; earlier on the Xeon,
+2026-12-01); last changed at 6669d62 (2026-12-01).
+Question: does ``model.compile`` pay for itself within a fit? Answer: compiled updates take 0.72-0.76x the eager
+time, but compiling takes 2.4-3.4 s with a warm inductor cache (11.9 s cold), more than a 100k-step CartPole fit
+saves (fit SPS 0.86-0.95x of eager): ``model.compile`` stays off by default.
+Not maintained or tested: it may need commit 6669d62 to run (``git worktree add DIR 6669d62``). It imports the
+helpers in benchmarks/, so run it as ``PYTHONPATH=benchmarks python benchmarks/archive/compile_effect.py``.
+
+What ``model.compile`` does to a fit: the update loop's time per iteration once compiled, the compile time it
 adds at start-up, and SPS over the whole fit, against ``model.compile false`` in the same invocation.
 
 Each run is ``python -m lit_ppo fit --config C`` in its own process (CSV logger, no checkpoints or evaluation), the
 two arms alternating ``--repeats`` times. ``learn_ms`` is the module's own timer of ``training_step``; the first
 iteration of a compiled run holds the compilation, so "compile s" is its ``learn_ms`` minus the steady median.
 
-    python benchmarks/compile_effect.py [--config cartpole.yaml] [--total-timesteps 51200] [--repeats 2] [-- ARGS]
+    python benchmarks/archive/compile_effect.py [--config cartpole.yaml] [--total-timesteps 51200] [--repeats 2] [-- ARGS]
 """
 
 import argparse

@@ -1,9 +1,17 @@
-"""What ``model.decoupled`` adds to a rollout's update: :func:`lit_ppo.learning.decoupled.decouple` (one no-grad forward pass
+"""Archived study.
+
+Measured 2026-12-03 on a 2-core AMD EPYC (Zen 3), beside two other runs (docs/hardware.md, committed at
+fa08123); last changed at 0f23b27 (2026-12-04: import paths after the layout move).
+Question: what does ``model.decoupled``'s extra no-grad pass over the rollout add to an update? Answer: ~3%,
+15.1 of 598.1 ms at ``halfcheetah.yaml``'s shapes. It imports lit_ppo's internal modules, which may move.
+Not maintained or tested: it may need commit 0f23b27 to run (``git worktree add DIR 0f23b27``).
+
+What ``model.decoupled`` adds to a rollout's update: :func:`lit_ppo.learning.decoupled.decouple` (one no-grad forward pass
 over the rollout) against the update itself (``update_epochs`` passes of minibatch steps), in one process at
 ``halfcheetah.yaml``'s shapes by default (HalfCheetah-v5's 17-dim observations and 6-dim actions, 1 x 2,048 samples,
 10 epochs of 32 minibatches of 64, a 64-64 MLP, one torch thread). Medians of ``--repeats``.
 
-    python benchmarks/decoupled_cost.py [--env-id HalfCheetah-v5] [--samples 2048] [--minibatch-size 64]
+    python benchmarks/archive/decoupled_cost.py [--env-id HalfCheetah-v5] [--samples 2048] [--minibatch-size 64]
 """
 
 import argparse

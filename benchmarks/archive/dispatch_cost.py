@@ -1,4 +1,13 @@
-"""Lightning's fixed cost per optimizer step under manual optimization, apart from any model's work.
+"""Archived study.
+
+Measured 2026-12-02 on a 2-core AMD EPYC (Zen 5) (docs/performance.md, committed at 7eb08d4 and 3e0f139); last
+changed at 795cff7 (2026-12-02).
+Question: what does Lightning's manual-optimization path (``manual_backward``, the Lightning optimizer's step,
+``clip_gradients``) cost per optimizer step, apart from the model's work? Answer: 64-86 us (89-116 us with 4
+callbacks), 1.3-1.7 ms of the ~26 ms of updates in an RL-Zoo CartPole rollout.
+Not maintained or tested: it may need commit 795cff7 to run (``git worktree add DIR 795cff7``).
+
+Lightning's fixed cost per optimizer step under manual optimization, apart from any model's work.
 
 The same tiny step (a 4-float parameter: loss, ``zero_grad``, backward, clipping to norm 0.5, fused Adam) runs
 ``--steps`` times in three arms, alternating, each repeat in the same process:
@@ -10,10 +19,10 @@ The same tiny step (a 4-float parameter: loss, ``zero_grad``, backward, clipping
   dispatch visits each callback), as a CLI fit with checkpoints, a progress bar and a config saver has.
 
 Printed: the median microseconds per step of each arm and what Lightning adds per step. This is the part of
-``benchmarks/overhead.py``'s Lightning/plain ratio that no change inside lit_ppo's update can remove (it is the
+``benchmarks/archive/overhead.py``'s Lightning/plain ratio that no change inside lit_ppo's update can remove (it is the
 documented manual-optimization path); at PPO's small minibatches it is a fixed cost per update.
 
-    python benchmarks/dispatch_cost.py [--steps 2000] [--repeats 5] [--callbacks 3]
+    python benchmarks/archive/dispatch_cost.py [--steps 2000] [--repeats 5] [--callbacks 3]
 """
 
 import argparse

@@ -1,10 +1,19 @@
-"""Train a shipped config for several seeds through the CLI, then evaluate each run's last checkpoint.
+"""Archived study.
+
+Last run 2026-12-01 on a shared 2-core Intel Xeon (``pendulum.yaml`` after the redesign, in the README at
+1a0c6fc); last changed at ffea868 (2026-11-29).
+Question: what does a shipped config score per seed, fitted and its ``last.ckpt`` validated through the CLI?
+Answer: ``pendulum.yaml`` -169.1 / -185.7 / -168.0 (seeds 1-3, 198,656 steps); ``benchmarks/learning.py``
+replaced it for every config (docs/results.md) at 59d5ecc.
+Not maintained or tested: it may need commit ffea868 to run (``git worktree add DIR ffea868``).
+
+Train a shipped config for several seeds through the CLI, then evaluate each run's last checkpoint.
 
 Per seed, in a fresh process each, as a user runs it: ``fit --config C --seed_everything S``, then
 ``validate --config C --ckpt_path <last.ckpt>`` (the config's ``eval_episodes`` deterministic episodes).
 Extra arguments go to both commands (e.g. ``--data.total_timesteps 4096`` for a smoke run, or another env id).
 
-    python benchmarks/fit_validate_seeds.py --config pendulum.yaml [--seeds 1 2 3] [--target -250] [fit args...]
+    python benchmarks/archive/fit_validate_seeds.py --config pendulum.yaml [--seeds 1 2 3] [--target -250] [fit args...]
 """
 
 import argparse

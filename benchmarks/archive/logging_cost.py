@@ -1,9 +1,18 @@
-"""What logging a rollout's metrics costs: ``LightningModule.log_dict`` against one ``Logger.log_metrics`` call.
+"""Archived study.
+
+Measured 2026-12-01 on a shared 2-core Intel Xeon (docs/performance.md, committed at 0cfc0f9); last changed at
+efbbf06 (2026-12-01).
+Question: what does ``self.log`` cost for a rollout's metrics against one ``Logger.log_metrics`` call? Answer:
+25 keys through ``log_dict`` 9.6-14.5 ms a step, through ``log_metrics`` 0.013 ms; hence lit_ppo logs rollouts
+through ``log_metrics`` and uses ``self.log`` only for the keys a callback monitors.
+Not maintained or tested: it may need commit efbbf06 to run (``git worktree add DIR efbbf06``).
+
+What logging a rollout's metrics costs: ``LightningModule.log_dict`` against one ``Logger.log_metrics`` call.
 
 A minimal module logs ``--keys`` scalars once per training step (one step per epoch, as lit_ppo's rollouts) for
 ``--epochs`` epochs, each way in turn, with a CSV logger; the median time of the logging call is printed.
 
-    python benchmarks/logging_cost.py [--keys 25] [--epochs 200]
+    python benchmarks/archive/logging_cost.py [--keys 25] [--epochs 200]
 """
 
 import argparse

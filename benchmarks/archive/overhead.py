@@ -1,9 +1,19 @@
-"""CartPole SPS through the real product path, and Lightning's cost per optimizer step over a plain loop.
+"""Archived study.
+
+Measured 2026-12-02 on a 2-core AMD EPYC (Zen 5), three runs (docs/performance.md, committed at 7eb08d4 and
+3e0f139; earlier on the Xeon and on 2026-11-30's EPYC); last changed at 0f23b27 (2026-12-04: import paths after
+the layout move).
+Question: what does the Trainer cost over a plain PyTorch loop doing the same update? Answer: wall time 1.095x
+(median of 1.191, 1.063 and 1.095; the target was <= 1.15). Its plain arm re-implements ``PPOModule``'s update
+loop by hand, so it silently drifts from the module at every change to the update: that is why it is archived.
+Not maintained or tested: it may need commit 0f23b27 to run (``git worktree add DIR 0f23b27``).
+
+CartPole SPS through the real product path, and Lightning's cost per optimizer step over a plain loop.
 
 Both arms run the same work (same config, same rollouts, same loss code, same optimizer and clipping); only
 the loop differs. Arms alternate A/B to cancel machine drift; medians are printed.
 
-    python benchmarks/overhead.py [--config cartpole.yaml] [--total-timesteps 51200] [--repeats 3]
+    python benchmarks/archive/overhead.py [--config cartpole.yaml] [--total-timesteps 51200] [--repeats 3]
 """
 
 import argparse

@@ -1,4 +1,13 @@
-"""Recurrent PPO speed: lit_ppo's ``configs/cartpole_pomdp.yaml`` against sb3-contrib's ``RecurrentPPO`` at the same
+"""Archived study.
+
+Measured 2026-12-01 (evening) on a shared 2-core Intel Xeon, a learning run on the other core (docs/performance.md
+and docs/networks.md, committed at 956c320); last changed at c14418a (2026-12-01).
+Question: how fast is lit_ppo's recurrent path against sb3-contrib's ``RecurrentPPO`` at ``cartpole_pomdp.yaml``'s
+settings? Answer: 1,590 against 353 training steps/s (medians of seeds 1-3): 4.5x; 1.3x before f97fbee.
+Not maintained or tested: it may need commit c14418a to run (``git worktree add DIR c14418a``). It imports the
+helpers in benchmarks/, so run it as ``PYTHONPATH=benchmarks python benchmarks/archive/recurrent.py``.
+
+Recurrent PPO speed: lit_ppo's ``configs/cartpole_pomdp.yaml`` against sb3-contrib's ``RecurrentPPO`` at the same
 settings, arms alternating per seed in one invocation, each in its own process; prints training steps per second
 (training time only: each library's own learning loop, imports and start-up left out), the medians and their ratio,
 and each run's deterministic 20-episode evaluation.
@@ -10,7 +19,7 @@ max grad norm 0.5; one LSTM of 128 units shared by actor and critic, then [64, 6
 backpropagates into them, CleanRL's way). One torch thread per arm.
 
     pip install sb3-contrib            # the reference arm
-    python benchmarks/recurrent.py --steps 50000 --seeds 1 2 3
+    python benchmarks/archive/recurrent.py --steps 50000 --seeds 1 2 3
 
 Worker mode (``--worker sb3_contrib``) runs one reference run in this process and writes its JSON result.
 """

@@ -1,9 +1,18 @@
-"""The recurrent core's sequence pass (the update's), forward and backward: lit_ppo's padded episode pieces in one
+"""Archived study.
+
+Measured 2026-12-01 on a shared 2-core Intel Xeon (docs/performance.md, committed at 956c320); last changed at
+0f23b27 (2026-12-04: import path after the layout move).
+Question: is the update's sequence pass faster as padded episode pieces in one cell call than as one call per
+segment between start steps? Answer: yes, 6.27 against 17.42 ms (2.78x) with starts on 14 of 32 steps, 4.04
+against 6.58 ms (1.63x) with 3.
+Not maintained or tested: it may need commit 0f23b27 to run (``git worktree add DIR 0f23b27``).
+
+The recurrent core's sequence pass (the update's), forward and backward: lit_ppo's padded episode pieces in one
 cell call (``lit_ppo.networks.recurrent.RecurrentCore``) against one cell call per segment between start steps, on the same
 inputs; medians of ``--repeats`` runs, one torch thread.
 
-    python benchmarks/recurrent_core.py                       # 8 envs x 32 steps, LSTM 128, starts with p=0.06
-    python benchmarks/recurrent_core.py --start-probability 0.01
+    python benchmarks/archive/recurrent_core.py                       # 8 envs x 32 steps, LSTM 128, starts with p=0.06
+    python benchmarks/archive/recurrent_core.py --start-probability 0.01
 """
 
 import argparse
