@@ -32,7 +32,7 @@ def test_envpool_cartpole_trains_evaluates_and_resumes_with_a_seeded_reset(cli, 
 
 def test_breakout_envpool_config_trains_end_to_end(cli_in_process, tmp_path):
     """configs/breakout_envpool.yaml as shipped (EnvPool's Atari preprocessing, the Nature CNN), two short
-    rollouts; its speed against breakout.yaml is benchmarks/atari_envpool.py's."""
+    rollouts; its speed against breakout.yaml is benchmarks/archive/atari_envpool.py's."""
     proc = cli_in_process("fit", "--config", "breakout_envpool.yaml", "--data.num_steps", "16",
                           "--data.minibatch_size", "64", "--data.total_timesteps", str(2 * 8 * 16),
                           "--trainer.enable_progress_bar", "false", "--trainer.logger", "false",
