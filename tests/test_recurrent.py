@@ -120,11 +120,10 @@ def test_the_update_recomputes_the_rollouts_log_probs_before_the_first_step(vect
     rollout = rollouts[1]
     assert rollout.recurrent_states.abs().sum() > 0 and rollout.episode_starts.any()
     for index in rollout.minibatch_indices.flatten(0, 1):
-        samples = rollout.samples(index)
-        logprob, _, value = model.policy.evaluate(samples["obs"], samples["actions"], None,
-                                                  samples["recurrent_states"], samples["episode_starts"])
-        torch.testing.assert_close(logprob, samples["logprobs"], atol=1e-5, rtol=0)
-        torch.testing.assert_close(value, samples["values"], atol=1e-5, rtol=0)
+        mb = rollout.minibatch(index)
+        logprob, _, value = model.policy.evaluate(mb.obs, mb.actions, None, mb.recurrent_states, mb.episode_starts)
+        torch.testing.assert_close(logprob, mb.logprobs, atol=1e-5, rtol=0)
+        torch.testing.assert_close(value, mb.values, atol=1e-5, rtol=0)
 
 
 def test_sequence_minibatches_are_whole_environments_step_major():

@@ -18,10 +18,10 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from lit_ppo.collection.rollout import Rollout
+from lit_ppo.collection.rollout import VARIABLE, Rollout, fields_with_role
 
 # Rollout tensors whose length varies from rollout to rollout: sent in the message, as numpy arrays (pickled plainly).
-VARIABLE = ("reward_returns", "episode_returns", "episode_lengths")
+VARIABLE_FIELDS = fields_with_role(VARIABLE)
 
 
 class SharedTensors:
@@ -53,7 +53,7 @@ def split_rollout(rollout: Rollout) -> tuple[dict[str, Tensor], dict[str, Any]]:
     tensors, rest = {}, {}
     for field in dataclasses.fields(rollout):
         value = getattr(rollout, field.name)
-        if isinstance(value, Tensor) and field.name not in VARIABLE:
+        if isinstance(value, Tensor) and field.name not in VARIABLE_FIELDS:
             tensors[field.name] = value
         else:
             rest[field.name] = value.numpy() if isinstance(value, Tensor) else value
