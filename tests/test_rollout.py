@@ -1,6 +1,6 @@
 import torch
 
-from lit_ppo.collection.acting import Actor
+from lit_ppo.collection.acting import PolicyPlacement
 from lit_ppo.collection.rollout import SAMPLE, Rollout, fields_with_role
 from lit_ppo.envs.make import make_vector_env
 from lit_ppo.learning.module import PPOModule
@@ -53,7 +53,7 @@ def _dataset(seed=3, num_iterations=10):
     module = PPOModule(env_spec=dm.env_spec, hidden_sizes=[16])
     envs = make_vector_env("CartPole-v1", 4)
     collector = RolloutCollector(envs, 16, 0.99, 0.95, seed, torch.Generator().manual_seed(seed))
-    return module, RolloutDataset(collector, Actor(module.policy), update_epochs=2, minibatch_size=16,
+    return module, RolloutDataset(collector, PolicyPlacement(module.policy), update_epochs=2, minibatch_size=16,
                                   steps_per_iteration=64, num_iterations=num_iterations)
 
 

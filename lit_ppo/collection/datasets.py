@@ -12,7 +12,7 @@ import torch
 from torch import Tensor
 from torch.utils.data import IterableDataset
 
-from lit_ppo.collection.acting import Actor
+from lit_ppo.collection.acting import PolicyPlacement
 from lit_ppo.collection.rollout import Rollout
 from lit_ppo.errors import EnvStepError
 from lit_ppo.collection.evaluation import evaluate_policy
@@ -24,7 +24,7 @@ class RolloutDataset(IterableDataset):
 
     Args:
         collector: plays this process's environments.
-        actor: gives the policy to act with at each rollout (:class:`lit_ppo.collection.acting.Actor`).
+        placement: gives the policy to act with at each rollout (:class:`lit_ppo.collection.acting.PolicyPlacement`).
         update_epochs, minibatch_size: the update's passes and minibatch size, for ``minibatch_indices``.
         sequences: minibatches of whole environment sequences (a recurrent policy's); ``minibatch_size`` is then a
             multiple of the rollout's ``num_steps``.
@@ -35,11 +35,11 @@ class RolloutDataset(IterableDataset):
             rank then stops with the same error instead of waiting in a collective for the one that failed.
     """
 
-    def __init__(self, collector: RolloutCollector, actor: Actor, update_epochs: int, minibatch_size: int,
+    def __init__(self, collector: RolloutCollector, placement: PolicyPlacement, update_epochs: int, minibatch_size: int,
                  steps_per_iteration: int, num_iterations: int,
                  first_failure: Optional[Callable[[Optional[str]], Optional[str]]] = None,
                  sequences: bool = False) -> None:
-        self.collector, self.actor, self.first_failure, self.sequences = collector, actor, first_failure, sequences
+        self.collector, self.placement, self.first_failure, self.sequences = collector, placement, first_failure, sequences
         self.update_epochs, self.minibatch_size = update_epochs, minibatch_size
         self.steps_per_iteration, self.num_iterations = steps_per_iteration, num_iterations
         self.rollout_size = collector.num_steps * collector.num_envs
@@ -75,10 +75,10 @@ class RolloutDataset(IterableDataset):
     def __iter__(self) -> Iterator[Rollout]:
         done_before = self.collector.iterations
         t0 = time.perf_counter()
-        policy = self.actor.for_rollout(self.collector.next_obs)
+        policy = self.placement.for_rollout(self.collector.next_obs)
         sync_ms = (time.perf_counter() - t0) * 1e3
         data = self._collect(policy)
-        data["timings"].update(sync_ms=sync_ms, **self.actor.take_measurements())
+        data["timings"].update(sync_ms=sync_ms, **self.placement.take_measurements())
         yield Rollout(
             **data,
             minibatch_indices=self.minibatch_indices(),

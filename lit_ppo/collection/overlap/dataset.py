@@ -32,7 +32,7 @@ import torch.multiprocessing as mp
 from lightning.pytorch.utilities import rank_zero_warn
 from torch.utils.data import IterableDataset
 
-from lit_ppo.collection.acting import Actor, cpu_copy
+from lit_ppo.collection.acting import PolicyPlacement, cpu_copy
 from lit_ppo.collection.rollout import Rollout
 from lit_ppo.collection.overlap.worker import POLL_S, collect_in_process
 from lit_ppo.collection.datasets import raise_first_failure

@@ -16,7 +16,7 @@ from typing import Any, Optional
 import torch
 import torch.multiprocessing as mp
 
-from lit_ppo.collection.acting import Actor
+from lit_ppo.collection.acting import PolicyPlacement
 from lit_ppo.errors import CollectorError
 from lit_ppo.networks.actor_critic import ActorCritic
 from lit_ppo.collection.overlap.transport import SharedTensors, split_rollout
@@ -36,7 +36,7 @@ def collect_in_process(recipe, policy: ActorCritic, behaviour: dict[str, torch.T
     dataset = None
     try:
         policy.load_state_dict(behaviour)
-        dataset = recipe.build(Actor(policy, "cpu"))
+        dataset = recipe.build(PolicyPlacement(policy, "cpu"))
         note = None
         if resume is not None and resume.get("collector") is not None:
             note = dataset.load_state_dict(resume)
