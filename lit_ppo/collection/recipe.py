@@ -63,8 +63,10 @@ class RolloutRecipe:
                 f"i.e. one of {options}; got {s['minibatch_size']}."
             )
 
-    def build(self, placement, first_failure: Optional[Callable[[Optional[str]], Optional[str]]] = None) -> RolloutDataset:
-        """The rollout stream, acting with what ``placement`` (:class:`lit_ppo.collection.acting.PolicyPlacement`) gives."""
+    def build(self, placement, first_failure: Optional[Callable[[Optional[str]], Optional[str]]] = None,
+              policy_lag: int = 0) -> RolloutDataset:
+        """The rollout stream, acting with what ``placement`` (:class:`lit_ppo.collection.acting.PolicyPlacement`) gives,
+        ``policy_lag`` updates behind the learner (:class:`RolloutDataset`)."""
         s = self.settings
         state_size = placement.policy.state_size
         if state_size:
@@ -77,4 +79,4 @@ class RolloutRecipe:
             action_masks=self.mask_reader(), state_size=state_size,
         )
         return RolloutDataset(collector, placement, s["update_epochs"], s["minibatch_size"], self.steps_per_iteration,
-                              self.num_iterations, first_failure, sequences=state_size > 0)
+                              self.num_iterations, first_failure, sequences=state_size > 0, policy_lag=policy_lag)
