@@ -1,12 +1,12 @@
 """Where and how the rollout's policy acts: the CPU copy, the learner-device actor and the placement an
-:class:`lit_ppo.collection.acting.Actor` gives, exercised on the CPU (the CPU-copy path of an accelerator learner where CUDA
+:class:`lit_ppo.collection.acting.PolicyPlacement` gives, exercised on the CPU (the CPU-copy path of an accelerator learner where CUDA
 is available)."""
 
 import pytest
 import torch
 
 from lit_ppo import PPODataModule, PPOModule
-from lit_ppo.collection.acting import Actor, DeviceActor, cpu_copy
+from lit_ppo.collection.acting import PolicyPlacement, LearnerDevicePolicy, cpu_copy
 from lit_ppo.errors import ConfigError
 
 
@@ -20,10 +20,10 @@ def test_device_actor_samples_the_same_actions_as_the_policy_with_the_same_gener
     module = _module()
     obs = torch.randn(16, 4)
     a = module.policy.act(obs, torch.Generator().manual_seed(3))
-    b = DeviceActor(module.policy).act(obs, torch.Generator().manual_seed(3))
+    b = LearnerDevicePolicy(module.policy).act(obs, torch.Generator().manual_seed(3))
     for x, y in zip(a, b):
         torch.testing.assert_close(x, y)
-    assert torch.equal(DeviceActor(module.policy).act(obs, deterministic=True)[0],
+    assert torch.equal(LearnerDevicePolicy(module.policy).act(obs, deterministic=True)[0],
                        module.policy.act(obs, deterministic=True)[0])
 
 
@@ -41,7 +41,7 @@ def test_on_a_cpu_learner_the_actor_acts_with_the_policy_itself(placement):
     # Nothing to copy or measure: the learner's network is already where the environments step.
     module = _module()
     keys = set(module.state_dict())
-    actor = Actor(module.policy, placement)
+    actor = PolicyPlacement(module.policy, placement)
     assert actor.for_rollout(torch.randn(8, 4)) is module.policy
     assert actor.for_evaluation() is module.policy
     assert actor.copy is None and actor.take_measurements() == {}
@@ -54,25 +54,25 @@ def test_the_data_module_acts_with_the_policy_it_is_given():
         dm.val_dataloader()
     module = PPOModule(env_spec=dm.env_spec)
     dm.set_policy(module.policy, "auto")
-    assert dm.actor.policy is module.policy and dm.actor.placement == "auto"
+    assert dm.placement.policy is module.policy and dm.placement.choice == "auto"
 
 
 def test_impossible_placements_are_named():
     module = _module()
     with pytest.raises(ConfigError, match="model.actor_device.*'gpu'"):
-        Actor(module.policy, "gpu")
-    actor = Actor(module.policy, "cuda")  # needs a CUDA learner; this one is on the CPU
+        PolicyPlacement(module.policy, "gpu")
+    actor = PolicyPlacement(module.policy, "cuda")  # needs a CUDA learner; this one is on the CPU
     with pytest.raises(ConfigError, match="model.actor_device: 'cuda' needs a CUDA learner"):
         actor.for_rollout(torch.randn(2, 4))
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA learner")
 def test_the_cpu_acting_copy_of_an_accelerator_learner_is_not_a_submodule():
-    # With the learner on an accelerator the Actor keeps a CPU copy; it must stay out of the module's state_dict
+    # With the learner on an accelerator the PolicyPlacement keeps a CPU copy; it must stay out of the module's state_dict
     # (and so out of checkpoints, which would then not load into a fresh module).
     module = _module().cuda()
     keys = set(module.state_dict())
-    actor = Actor(module.policy, "cpu")
+    actor = PolicyPlacement(module.policy, "cpu")
     acting = actor.for_rollout(torch.randn(8, 4))
     assert acting is not module.policy and next(acting.parameters()).device.type == "cpu"
     assert set(module.state_dict()) == keys

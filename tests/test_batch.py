@@ -5,7 +5,7 @@ import torch
 from torch.utils.data import DataLoader, IterableDataset
 
 from lit_ppo import PPOModule
-from lit_ppo.collection.rollout import Rollout
+from lit_ppo.collection.rollout import SAMPLE, Rollout, fields_with_role
 from lit_ppo.envs.make import describe_spaces
 
 ITERATIONS, ENVS, STEPS = 4, 2, 8
@@ -92,7 +92,7 @@ def test_lightning_moves_a_rollout_to_the_learners_device_whole():
     rollout = next(iter(OwnRollouts()))
     moved = move_data_to_device(rollout, torch.device("meta"))
     assert isinstance(moved, Rollout)
-    for name in (*Rollout.SAMPLE_FIELDS, "minibatch_indices", "episode_returns", "episode_lengths"):
+    for name in (*fields_with_role(SAMPLE), "minibatch_indices", "episode_returns", "episode_lengths"):
         assert getattr(moved, name).device.type == "meta", name
     assert (moved.timings, moved.env_steps, moved.final) == (rollout.timings, rollout.env_steps, rollout.final)
     assert rollout.obs.device.type == "cpu"  # the original is untouched

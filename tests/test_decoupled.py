@@ -40,10 +40,10 @@ def test_an_overlapped_update_starts_unclipped_around_the_learners_policy_and_we
         torch.testing.assert_close(decoupled.values, values, rtol=0, atol=1e-6)
         torch.testing.assert_close(decoupled.importance_weights, (proximal - rollout.logprobs).exp(), rtol=1e-6, atol=0)
         # before its first step, no sample is clipped and the KL to the clip's centre is 0 ...
-        _, terms = objective(PPOObjective.prepare(decoupled.samples(decoupled.minibatch_indices[0, 0]), True), 0.2)
+        _, terms = objective(PPOObjective.prepare(decoupled.minibatch(decoupled.minibatch_indices[0, 0]), True), 0.2)
         assert terms[3].item() == pytest.approx(0.0, abs=1e-6) and terms[4].item() == 0.0
         if j >= 2:  # ... while around the behaviour policy one update behind (Cleanba's) it already is not
-            _, cleanba = objective(PPOObjective.prepare(rollout.samples(rollout.minibatch_indices[0, 0]), True), 0.2)
+            _, cleanba = objective(PPOObjective.prepare(rollout.minibatch(rollout.minibatch_indices[0, 0]), True), 0.2)
             assert cleanba[3].item() > 1e-4
             assert lag_kl(decoupled) > 1e-4
         if j == 0:  # collected and learned with the same initial weights: nothing to correct

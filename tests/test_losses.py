@@ -64,7 +64,7 @@ def test_the_value_clip_range_is_its_own_and_is_not_annealed():
     # clip_vloss: a number is the value clip range (SB3's clip_range_vf); true is clip_coef as configured
     # (CleanRL's); with anneal_clip the policy's clip shrinks, the value clip range does not.
     from lit_ppo import PPODataModule, PPOModule
-    from lit_ppo.learning.objective import Minibatch
+    from lit_ppo.collection.rollout import Minibatch
 
     spec = PPODataModule("CartPole-v1", num_envs=1, num_steps=8, minibatch_size=8).env_spec
     gen = torch.Generator().manual_seed(0)
@@ -90,7 +90,7 @@ def test_the_default_entropy_weight_is_0_01_for_continuous_actions_and_0_for_dis
     # model.ent_coef: null resolves by the action space; the loss is policy + vf_coef x value - ent_coef x entropy,
     # checked against the terms it returns; an explicit value (0.0 included) is kept as given.
     from lit_ppo import PPODataModule, PPOModule
-    from lit_ppo.learning.objective import Minibatch
+    from lit_ppo.collection.rollout import Minibatch
 
     cases = (("Pendulum-v1", None, 0.01), ("Pendulum-v1", 0.0, 0.0), ("Pendulum-v1", 0.03, 0.03),
              ("CartPole-v1", None, 0.0), ("CartPole-v1", 0.02, 0.02))

@@ -115,22 +115,21 @@ def test_the_update_recomputes_the_rollouts_log_probs_before_the_first_step(vect
                        minibatch_size=96, vectorization=vectorization, seed=3)
     model = PPOModule(env_spec=dm.env_spec, recurrent={"cell": "lstm", "hidden_size": 16})
     dm.set_policy(model.policy)
-    dataset = dm.build_rollout_dataset(dm.actor)
+    dataset = dm.build_rollout_dataset(dm.placement)
     rollouts = [next(iter(dataset)) for _ in range(2)]  # the second starts from carried, non-zero states
     rollout = rollouts[1]
     assert rollout.recurrent_states.abs().sum() > 0 and rollout.episode_starts.any()
     for index in rollout.minibatch_indices.flatten(0, 1):
-        samples = rollout.samples(index)
-        logprob, _, value = model.policy.evaluate(samples["obs"], samples["actions"], None,
-                                                  samples["recurrent_states"], samples["episode_starts"])
-        torch.testing.assert_close(logprob, samples["logprobs"], atol=1e-5, rtol=0)
-        torch.testing.assert_close(value, samples["values"], atol=1e-5, rtol=0)
+        mb = rollout.minibatch(index)
+        logprob, _, value = model.policy.evaluate(mb.obs, mb.actions, None, mb.recurrent_states, mb.episode_starts)
+        torch.testing.assert_close(logprob, mb.logprobs, atol=1e-5, rtol=0)
+        torch.testing.assert_close(value, mb.values, atol=1e-5, rtol=0)
 
 
 def test_sequence_minibatches_are_whole_environments_step_major():
     dm = PPODataModule("CartPole-v1", num_envs=4, num_steps=5, minibatch_size=10, update_epochs=3)
     dm.set_policy(ActorCritic.from_env_spec(dm.env_spec, recurrent={"hidden_size": 4}))
-    indices = dm.build_rollout_dataset(dm.actor).minibatch_indices()
+    indices = dm.build_rollout_dataset(dm.placement).minibatch_indices()
     assert indices.shape == (3, 2, 10)
     for epoch in indices:
         rows = epoch.view(2, 5, 2)  # [minibatch, step, env]

@@ -1,7 +1,7 @@
 import torch
 
-from lit_ppo.collection.acting import Actor
-from lit_ppo.collection.rollout import Rollout
+from lit_ppo.collection.acting import PolicyPlacement
+from lit_ppo.collection.rollout import SAMPLE, Rollout, fields_with_role
 from lit_ppo.envs.make import make_vector_env
 from lit_ppo.learning.module import PPOModule
 from lit_ppo.collection.datamodule import PPODataModule
@@ -53,7 +53,7 @@ def _dataset(seed=3, num_iterations=10):
     module = PPOModule(env_spec=dm.env_spec, hidden_sizes=[16])
     envs = make_vector_env("CartPole-v1", 4)
     collector = RolloutCollector(envs, 16, 0.99, 0.95, seed, torch.Generator().manual_seed(seed))
-    return module, RolloutDataset(collector, Actor(module.policy), update_epochs=2, minibatch_size=16,
+    return module, RolloutDataset(collector, PolicyPlacement(module.policy), update_epochs=2, minibatch_size=16,
                                   steps_per_iteration=64, num_iterations=num_iterations)
 
 
@@ -62,7 +62,8 @@ def test_dataset_yields_one_rollout_with_every_sample_once_per_update_epoch():
     items = list(dataset)
     assert len(items) == len(dataset) == 1  # one Lightning step per rollout
     assert isinstance(items[0], Rollout) and items[0].size == 64
-    rollout, indices = items[0].samples(), items[0].minibatch_indices
+    rollout = {k: v for k, v in items[0].minibatch()._asdict().items() if v is not None}
+    indices = items[0].minibatch_indices
     expected = {"obs": ((64, 4), torch.float32), "actions": ((64,), torch.long), "logprobs": ((64,), torch.float32),
                 "values": ((64,), torch.float32), "advantages": ((64,), torch.float32),
                 "returns": ((64,), torch.float32)}
@@ -89,7 +90,7 @@ def test_acting_uses_the_latest_weights():
 
 def test_same_seed_gives_the_same_rollout():
     runs = [list(_dataset(seed=5)[1])[0] for _ in range(2)]
-    for key in Rollout.SAMPLE_FIELDS:
+    for key in fields_with_role(SAMPLE):
         assert torch.equal(getattr(runs[0], key), getattr(runs[1], key)), key
     assert torch.equal(runs[0].minibatch_indices, runs[1].minibatch_indices)
     other = list(_dataset(seed=6)[1])[0]

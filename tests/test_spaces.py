@@ -234,7 +234,7 @@ def test_box_actions_are_clipped_for_the_env_but_stored_as_sampled():
     torch.testing.assert_close(logprob, data["logprobs"])
 
 
-# Actor output biases that make one action the mode whatever the observation, and that action as the env gets it.
+# PolicyPlacement output biases that make one action the mode whatever the observation, and that action as the env gets it.
 MODES = {
     "discrete": ([0.0, 0.0, 5.0], [1]),  # index 2 of Discrete(3, start=-1)
     "box": ([0.3, 0.9], [0.3, 0.5]),  # the mean, clipped to the bounds

@@ -186,7 +186,8 @@ def test_only_the_first_compiled_call_may_fall_back_to_eager():
     import warnings
 
     from lit_ppo.networks.actor_critic import ActorCritic
-    from lit_ppo.learning.objective import Minibatch, PPOObjective
+    from lit_ppo.collection.rollout import Minibatch
+    from lit_ppo.learning.objective import PPOObjective
     from lit_ppo.envs.spaces import spec_from_dict
 
     spec = PPODataModule("CartPole-v1", num_envs=1, num_steps=8, minibatch_size=8).env_spec

@@ -26,7 +26,7 @@ def _device(policy: ActorCritic) -> torch.device:
     return next(policy.parameters()).device
 
 
-class DeviceActor:
+class LearnerDevicePolicy:
     """Acts with the learner's network on its device; sampling stays on the CPU with the rollout's generator,
     so the random stream is the same wherever the network runs."""
 
@@ -58,27 +58,27 @@ class DeviceActor:
         return self.policy.scale_rewards(*moved).cpu()
 
 
-class Actor:
+class PolicyPlacement:
     """The acting side of one process: given the learner's policy once, it returns, at each rollout, the policy
     to act with (:meth:`for_rollout`), holding the latest weights.
 
     Args:
         policy: the learner's :class:`ActorCritic` (wherever the Trainer puts it; its parameters are read, never
             written).
-        placement: one of :data:`ACTOR_DEVICES`.
+        choice: ``model.actor_device``, one of :data:`ACTOR_DEVICES`.
     """
 
-    def __init__(self, policy: ActorCritic, placement: str = "cpu") -> None:
-        if placement not in ACTOR_DEVICES:
-            raise ConfigError(f"model.actor_device: must be one of {ACTOR_DEVICES}, got {placement!r}.")
-        self.policy, self.placement = policy, placement
+    def __init__(self, policy: ActorCritic, choice: str = "cpu") -> None:
+        if choice not in ACTOR_DEVICES:
+            raise ConfigError(f"model.actor_device: must be one of {ACTOR_DEVICES}, got {choice!r}.")
+        self.policy, self.choice = policy, choice
         self.copy: Optional[ActorCritic] = None  # the CPU copy, made at the first rollout that needs one
-        self.decided: Optional[str] = None if placement == "auto" else ("cpu" if placement == "cpu" else "learner")
+        self.decided: Optional[str] = None if choice == "auto" else ("cpu" if choice == "cpu" else "learner")
         self.measured: dict[str, float] = {}  # actor_device=auto's timings, handed out once
 
     def check_placement(self) -> None:
         device = _device(self.policy)
-        if self.placement == "cuda" and device.type != "cuda":  # also caught before the Trainer runs, by the CLI
+        if self.choice == "cuda" and device.type != "cuda":  # also caught before the Trainer runs, by the CLI
             raise ConfigError(
                 f"model.actor_device: 'cuda' needs a CUDA learner, but the Trainer put the learner on {device} "
                 f"(CUDA available: {torch.cuda.is_available()}). Use 'cpu' or 'auto', or --trainer.accelerator gpu."
@@ -100,7 +100,7 @@ class Actor:
         if _device(self.policy).type == "cpu":  # a CPU learner acts itself: nothing to copy
             return self.policy
         if decision == "learner":
-            return DeviceActor(self.policy)
+            return LearnerDevicePolicy(self.policy)
         self.copy = cpu_copy(self.policy, self.copy)
         return self.copy
 
@@ -119,7 +119,7 @@ class Actor:
         device = _device(self.policy)
         self.copy = cpu_copy(self.policy, self.copy)
         cpu_s = time_acting(self.copy, sample_obs)
-        dev_s = time_acting(DeviceActor(self.policy), sample_obs)
+        dev_s = time_acting(LearnerDevicePolicy(self.policy), sample_obs)
         decision = "cpu" if cpu_s <= dev_s else "learner"
         _announce(
             f"lit_ppo: actor_device=auto: acting on a batch of {sample_obs.shape[0]} takes {cpu_s * 1e6:.0f} us on the "

@@ -1,7 +1,6 @@
 """Playing the vector environments on the CPU into one rollout, with GAE computed at its end."""
 
 import pickle
-import time
 from typing import Any, Optional
 
 import gymnasium as gym
@@ -11,6 +10,7 @@ from gymnasium.vector import AutoresetMode
 from torch import Tensor
 
 from lit_ppo.collection.action_masks import ActionMaskReader
+from lit_ppo.collection.clock import PhaseClock
 from lit_ppo.collection.gae import compute_gae
 from lit_ppo.envs.make import autoreset_mode, rebuilt_by_pickling
 from lit_ppo.errors import EnvStepError, where_env_failed
@@ -115,14 +115,25 @@ class RolloutCollector:
     def _read_masks(self, info: dict[str, Any]) -> Optional[Tensor]:
         return None if self.masks is None else self.masks.read(self.envs, info, self.steps_taken // self.num_envs)
 
-    def collect(self, policy) -> dict[str, Any]:
+    def collect(self, policy, clock: Optional[PhaseClock] = None) -> dict[str, Any]:
         """Play one rollout with ``policy`` (acting on the CPU) and return the :class:`lit_ppo.collection.rollout.Rollout` fields
-        it fills: flat ``[T * N, ...]`` samples, the finished episodes, ``reward_returns`` and ``timings``."""
-        timings = {"env_ms": 0.0, "act_ms": 0.0}
+        it fills: flat ``[T * N, ...]`` samples, the finished episodes and ``reward_returns``; its phases on ``clock``
+        (``env_ms``, ``act_ms``, ``gae_ms``; none: not timed for anyone)."""
+        clock = PhaseClock() if clock is None else clock
         initial_state = self.state.clone() if self.state is not None else torch.zeros((0, 0))
-        last_value, episodes = self._play(policy, timings)
+        last_value, episodes = self._play(policy, clock)
+        with clock.phase("gae_ms"):
+            data = self._finish(policy, initial_state, last_value)
+        data["episode_returns"] = torch.tensor(episodes[0], dtype=torch.float32)
+        data["episode_lengths"] = torch.tensor(episodes[1], dtype=torch.float32)
+        data["nonfinite"] = tuple(name for name, values in (("rewards", self.rewards), ("observations", data["obs"]))
+                                  if values.is_floating_point() and not bool(values.isfinite().all()))
+        self.iterations += 1
+        return data
+
+    def _finish(self, policy, initial_state: Tensor, last_value: Tensor) -> dict[str, Any]:
+        """GAE over the played steps, and the samples flattened as the rollout holds them."""
         buf = self.buffers
-        t0 = time.perf_counter()
         next_values = torch.cat([buf["values"][1:], last_value.unsqueeze(0)])
         if not self.next_step:  # next-step: the next step's input already is the final observation
             next_values = torch.where(self.truncated_only, self.final_values, next_values)
@@ -140,14 +151,7 @@ class RolloutCollector:
         data["recurrent_states"] = initial_state
         data["weights"] = weights
         data["reward_returns"] = reward_returns.clone() if self.normalize_reward else torch.zeros(0)
-        timings["gae_ms"] = (time.perf_counter() - t0) * 1e3
         data["explained_variance"] = explained_variance(data["values"][real], data["returns"][real])
-        data["episode_returns"] = torch.tensor(episodes[0], dtype=torch.float32)
-        data["episode_lengths"] = torch.tensor(episodes[1], dtype=torch.float32)
-        data["timings"] = timings
-        data["nonfinite"] = tuple(name for name, values in (("rewards", self.rewards), ("observations", buf["obs"]))
-                                  if values.is_floating_point() and not bool(values.isfinite().all()))
-        self.iterations += 1
         return data
 
     def _sample_weights(self) -> tuple[Tensor, Any]:
@@ -161,26 +165,22 @@ class RolloutCollector:
         return weights, weights > 0
 
     @torch.inference_mode()
-    def _play(self, policy, timings: dict[str, float]) -> tuple[Tensor, tuple[list, list]]:
+    def _play(self, policy, clock: PhaseClock) -> tuple[Tensor, tuple[list, list]]:
         """Step every env ``num_steps`` times into the buffers; returns V(observation after the last step) and the
         returns and lengths of the episodes that finished."""
         self.final_values.zero_()
         episodes: tuple[list, list] = ([], [])
-        act_s = env_s = 0.0
+        acting, stepping = clock.phase("act_ms"), clock.phase("env_ms")
         for step in range(self.num_steps):
-            t0 = time.perf_counter()
-            env_action = self._act(policy, step)
-            t1 = time.perf_counter()
-            info = self._step_envs(step, env_action, episodes)
-            t2 = time.perf_counter()
-            self._after_step(policy, step, info)
-            act_s += (t1 - t0) + (time.perf_counter() - t2)
-            env_s += t2 - t1
-        t0 = time.perf_counter()
-        recurrent = () if self.state is None else (self.state, self.starts_next)
-        last_value = policy.value(self.next_obs, *recurrent).clone()
-        timings["act_ms"] = (act_s + time.perf_counter() - t0) * 1e3
-        timings["env_ms"] = env_s * 1e3
+            with acting:
+                env_action = self._act(policy, step)
+            with stepping:
+                info = self._step_envs(step, env_action, episodes)
+            with acting:
+                self._after_step(policy, step, info)
+        with acting:
+            recurrent = () if self.state is None else (self.state, self.starts_next)
+            last_value = policy.value(self.next_obs, *recurrent).clone()
         return last_value, episodes
 
     def _act(self, policy, step: int) -> Any:

@@ -20,7 +20,7 @@ import torch
 from lightning.pytorch.utilities import rank_zero_warn
 from torch.utils.data import DataLoader
 
-from lit_ppo.collection.acting import Actor
+from lit_ppo.collection.acting import PolicyPlacement
 from lit_ppo.collection.action_masks import mask_size
 from lit_ppo.checkpointing.rng import global_rng_states, set_global_rng_states
 from lit_ppo.envs.make import VECTORIZATION_MODES, describe_spaces, make_evaluation_env
@@ -118,17 +118,17 @@ class PPODataModule(L.LightningDataModule):
             mask_size(spec_from_dict(self.env_spec["action"]), action_masks)  # a space or source without masks fails now
             self.env_spec["action_masks"] = action_masks
         self.train_dataset: Optional[Union[RolloutDataset, OverlappedRolloutDataset]] = None
-        self.actor: Optional[Actor] = None
+        self.placement: Optional[PolicyPlacement] = None
         self._resume_state: Optional[dict[str, Any]] = None
 
     def set_policy(self, policy: torch.nn.Module, actor_device: str = "cpu") -> None:
         """The policy to act with (rollouts and evaluation), given once; its weights are read at each rollout.
-        ``PPOModule.setup`` calls this; ``actor_device`` is :class:`lit_ppo.collection.acting.Actor`'s placement."""
+        ``PPOModule.setup`` calls this; ``actor_device`` is :class:`lit_ppo.collection.acting.PolicyPlacement`'s choice."""
         if self.hparams.overlap and actor_device != "cpu":
             raise ConfigError(f"model.actor_device: {actor_device!r} does not combine with data.overlap, whose collector "
                               "process always acts with a CPU copy of the policy; set model.actor_device: cpu, or "
                               "data.overlap: false to act on the learner's device.")
-        self.actor = Actor(policy, actor_device)
+        self.placement = PolicyPlacement(policy, actor_device)
 
     # -- sizes derived once, at start-up --------------------------------------------------------------------
     @property
@@ -171,11 +171,11 @@ class PPODataModule(L.LightningDataModule):
                            f"({self.num_iterations} iterations); use max_epochs=-1 to train to the budget.")
 
     # -- loaders -----------------------------------------------------------------------------------------------
-    def _require_actor(self) -> Actor:
-        if self.actor is None:
+    def _require_placement(self) -> PolicyPlacement:
+        if self.placement is None:
             raise ConfigError("PPODataModule has no policy to act with: fit it with a PPOModule (which hands over "
                               "its policy in setup) or call datamodule.set_policy(policy) first.")
-        return self.actor
+        return self.placement
 
     def _pin_memory(self) -> bool:
         # Page-locked host memory lets the once-per-rollout copy to a CUDA learner run asynchronously.
@@ -185,18 +185,18 @@ class PPODataModule(L.LightningDataModule):
         """What rank ``rank``'s rollout stream is made from (plain data: a collector process builds it too)."""
         return RolloutRecipe(dict(self.hparams), self.env_spec, rank, self.world_size, self.base_seed)
 
-    def build_rollout_dataset(self, actor: Actor, rank: int = 0) -> RolloutDataset:
-        """The rollout stream of rank ``rank``, acting with what ``actor`` gives, in this process."""
-        return self.rollout_recipe(rank).build(actor, self._collective_failures())
+    def build_rollout_dataset(self, placement: PolicyPlacement, rank: int = 0) -> RolloutDataset:
+        """The rollout stream of rank ``rank``, acting with what ``placement`` gives, in this process."""
+        return self.rollout_recipe(rank).build(placement, self._collective_failures())
 
     def _build_train_dataset(self) -> Union[RolloutDataset, OverlappedRolloutDataset]:
-        actor = self._require_actor()
+        placement = self._require_placement()
         if not self.hparams.overlap:
-            return self.build_rollout_dataset(actor, self.rank)
+            return self.build_rollout_dataset(placement, self.rank)
         recipe = self.rollout_recipe(self.rank)
-        if actor.policy.state_size:
+        if placement.policy.state_size:
             recipe.check_sequence_minibatches()  # before a process is started
-        return OverlappedRolloutDataset(recipe, actor.policy, self._collective_failures())
+        return OverlappedRolloutDataset(recipe, placement.policy, self._collective_failures())
 
     def _collective_failures(self):
         return self._first_failure if self.world_size > 1 else None
@@ -230,7 +230,7 @@ class PPODataModule(L.LightningDataModule):
             return make_evaluation_env(hp.env_id, hp.eval_episodes, hp.env_kwargs, hp.wrappers, hp.vectorization,
                                        seed)
 
-        dataset = EvaluationDataset(make_envs, self._require_actor().for_evaluation, hp.eval_episodes, seed,
+        dataset = EvaluationDataset(make_envs, self._require_placement().for_evaluation, hp.eval_episodes, seed,
                                     self.rollout_recipe(self.rank).mask_reader())
         return DataLoader(dataset, batch_size=None)
 

@@ -4,7 +4,6 @@
 = one Lightning step, see :mod:`lit_ppo.collection.datamodule`); :class:`EvaluationDataset` one evaluation's episodes.
 """
 
-import time
 from collections.abc import Callable, Iterator
 from typing import Any, Optional
 
@@ -12,8 +11,9 @@ import torch
 from torch import Tensor
 from torch.utils.data import IterableDataset
 
-from lit_ppo.collection.acting import Actor
-from lit_ppo.collection.rollout import Rollout
+from lit_ppo.collection.acting import PolicyPlacement
+from lit_ppo.collection.clock import PhaseClock
+from lit_ppo.collection.rollout import TIMING_KEYS, Rollout
 from lit_ppo.errors import EnvStepError
 from lit_ppo.collection.evaluation import evaluate_policy
 from lit_ppo.collection.collector import RolloutCollector
@@ -24,7 +24,7 @@ class RolloutDataset(IterableDataset):
 
     Args:
         collector: plays this process's environments.
-        actor: gives the policy to act with at each rollout (:class:`lit_ppo.collection.acting.Actor`).
+        placement: gives the policy to act with at each rollout (:class:`lit_ppo.collection.acting.PolicyPlacement`).
         update_epochs, minibatch_size: the update's passes and minibatch size, for ``minibatch_indices``.
         sequences: minibatches of whole environment sequences (a recurrent policy's); ``minibatch_size`` is then a
             multiple of the rollout's ``num_steps``.
@@ -33,13 +33,18 @@ class RolloutDataset(IterableDataset):
         first_failure: with several processes, makes an environment failure collective: given this process's
             failure message (or None), returns the first failing rank's message on every rank (or None). Every
             rank then stops with the same error instead of waiting in a collective for the one that failed.
+        policy_lag: how many updates the acting policy is behind the learner's when the learner takes a rollout: 0
+            here, 1 in the overlap's collector process (:mod:`lit_ppo.collection.overlap.dataset`); stamped on each
+            rollout.
     """
 
-    def __init__(self, collector: RolloutCollector, actor: Actor, update_epochs: int, minibatch_size: int,
+    def __init__(self, collector: RolloutCollector, placement: PolicyPlacement, update_epochs: int, minibatch_size: int,
                  steps_per_iteration: int, num_iterations: int,
                  first_failure: Optional[Callable[[Optional[str]], Optional[str]]] = None,
-                 sequences: bool = False) -> None:
-        self.collector, self.actor, self.first_failure, self.sequences = collector, actor, first_failure, sequences
+                 sequences: bool = False, policy_lag: int = 0) -> None:
+        self.collector, self.placement, self.first_failure, self.sequences = collector, placement, first_failure, sequences
+        self.policy_lag = policy_lag
+        self.clock = PhaseClock(*TIMING_KEYS)  # this process's collection phases, one lap per rollout
         self.update_epochs, self.minibatch_size = update_epochs, minibatch_size
         self.steps_per_iteration, self.num_iterations = steps_per_iteration, num_iterations
         self.rollout_size = collector.num_steps * collector.num_envs
@@ -64,9 +69,9 @@ class RolloutDataset(IterableDataset):
 
     def _collect(self, policy) -> dict[str, Any]:
         if self.first_failure is None:
-            return self.collector.collect(policy)
+            return self.collector.collect(policy, self.clock)
         try:
-            data, failure = self.collector.collect(policy), None
+            data, failure = self.collector.collect(policy, self.clock), None
         except EnvStepError as err:
             data, failure = None, err
         raise_first_failure(failure, self.first_failure)
@@ -74,13 +79,13 @@ class RolloutDataset(IterableDataset):
 
     def __iter__(self) -> Iterator[Rollout]:
         done_before = self.collector.iterations
-        t0 = time.perf_counter()
-        policy = self.actor.for_rollout(self.collector.next_obs)
-        sync_ms = (time.perf_counter() - t0) * 1e3
+        with self.clock.phase("sync_ms"):
+            policy = self.placement.for_rollout(self.collector.next_obs)
         data = self._collect(policy)
-        data["timings"].update(sync_ms=sync_ms, **self.actor.take_measurements())
         yield Rollout(
             **data,
+            timings={**self.clock.lap(), **self.placement.take_measurements()},
+            policy_lag=self.policy_lag,
             minibatch_indices=self.minibatch_indices(),
             env_steps=(done_before + 1) * self.steps_per_iteration,
             budget_fraction=done_before / max(self.num_iterations, 1),

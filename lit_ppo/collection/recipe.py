@@ -63,10 +63,12 @@ class RolloutRecipe:
                 f"i.e. one of {options}; got {s['minibatch_size']}."
             )
 
-    def build(self, actor, first_failure: Optional[Callable[[Optional[str]], Optional[str]]] = None) -> RolloutDataset:
-        """The rollout stream, acting with what ``actor`` (:class:`lit_ppo.collection.acting.Actor`) gives."""
+    def build(self, placement, first_failure: Optional[Callable[[Optional[str]], Optional[str]]] = None,
+              policy_lag: int = 0) -> RolloutDataset:
+        """The rollout stream, acting with what ``placement`` (:class:`lit_ppo.collection.acting.PolicyPlacement`) gives,
+        ``policy_lag`` updates behind the learner (:class:`RolloutDataset`)."""
         s = self.settings
-        state_size = actor.policy.state_size
+        state_size = placement.policy.state_size
         if state_size:
             self.check_sequence_minibatches()
         envs = make_vector_env(s["env_id"], s["num_envs"], s["vectorization"], s["env_kwargs"], s["wrappers"],
@@ -76,5 +78,5 @@ class RolloutRecipe:
             env_id=s["env_id"], rank=self.rank, normalize_reward=s["normalize_reward"],
             action_masks=self.mask_reader(), state_size=state_size,
         )
-        return RolloutDataset(collector, actor, s["update_epochs"], s["minibatch_size"], self.steps_per_iteration,
-                              self.num_iterations, first_failure, sequences=state_size > 0)
+        return RolloutDataset(collector, placement, s["update_epochs"], s["minibatch_size"], self.steps_per_iteration,
+                              self.num_iterations, first_failure, sequences=state_size > 0, policy_lag=policy_lag)

@@ -3,18 +3,35 @@
 Data flows one way: the data module acts with the policy it was given, collects a rollout on the CPU and yields
 a :class:`Rollout`; :class:`lit_ppo.learning.module.PPOModule` learns from it and logs what it carries. Any data module
 that yields this type can train a ``PPOModule``.
+
+Each field is declared once, here, with its role: a per-sample tensor (every minibatch takes its rows), a
+per-environment tensor (a minibatch takes its environments' rows), a tensor whose length varies from rollout to
+rollout, or a plain value. :data:`Minibatch` (what the objective takes) and the overlap's transport
+(:mod:`lit_ppo.collection.overlap.transport`) are derived from these roles.
 """
 
+import collections
 import dataclasses
+from collections.abc import Iterator
 from dataclasses import dataclass, field
-
-from typing import Optional
+from typing import Any, Optional
 
 import torch
 from torch import Tensor
 
 # The keys of Rollout.timings, milliseconds of this rollout's collection, each measured where the work happens.
 TIMING_KEYS = ("env_ms", "act_ms", "gae_ms", "sync_ms")
+
+# A field's role (its ``metadata["role"]``).
+SAMPLE, PER_ENV, VARIABLE = "sample", "per_env", "variable"
+
+
+def _tensor(role: str, empty: Optional[tuple[tuple[int, ...], torch.dtype]] = None) -> Any:
+    """A tensor field with its role; ``empty``: an optional one, ``(shape, dtype)`` of its empty default (absent)."""
+    if empty is None:
+        return field(metadata={"role": role})
+    shape, dtype = empty
+    return field(default_factory=lambda: torch.zeros(shape, dtype=dtype), metadata={"role": role, "optional": True})
 
 
 @dataclass
@@ -68,22 +85,22 @@ class Rollout:
             0 synchronous, 1 with ``data.overlap`` (:mod:`lit_ppo.collection.overlap.dataset`).
     """
 
-    obs: Tensor
-    actions: Tensor
-    logprobs: Tensor
-    values: Tensor
-    advantages: Tensor
-    returns: Tensor
-    minibatch_indices: Tensor
-    reward_returns: Tensor
-    episode_returns: Tensor
-    episode_lengths: Tensor
+    obs: Tensor = _tensor(SAMPLE)
+    actions: Tensor = _tensor(SAMPLE)
+    logprobs: Tensor = _tensor(SAMPLE)
+    values: Tensor = _tensor(SAMPLE)
+    advantages: Tensor = _tensor(SAMPLE)
+    returns: Tensor = _tensor(SAMPLE)
+    minibatch_indices: Tensor = field()
+    reward_returns: Tensor = _tensor(VARIABLE)
+    episode_returns: Tensor = _tensor(VARIABLE)
+    episode_lengths: Tensor = _tensor(VARIABLE)
     timings: dict[str, float] = field(default_factory=dict)
-    weights: Tensor = field(default_factory=lambda: torch.zeros(0))
-    action_masks: Tensor = field(default_factory=lambda: torch.zeros((0, 0), dtype=torch.bool))
-    episode_starts: Tensor = field(default_factory=lambda: torch.zeros(0, dtype=torch.bool))
-    recurrent_states: Tensor = field(default_factory=lambda: torch.zeros((0, 0)))
-    importance_weights: Tensor = field(default_factory=lambda: torch.zeros(0))
+    weights: Tensor = _tensor(SAMPLE, empty=((0,), torch.float32))
+    action_masks: Tensor = _tensor(SAMPLE, empty=((0, 0), torch.bool))
+    episode_starts: Tensor = _tensor(SAMPLE, empty=((0,), torch.bool))
+    recurrent_states: Tensor = _tensor(PER_ENV, empty=((0, 0), torch.float32))
+    importance_weights: Tensor = _tensor(SAMPLE, empty=((0,), torch.float32))
     nonfinite: tuple[str, ...] = ()
     explained_variance: float = float("nan")
     env_steps: int = 0
@@ -91,33 +108,59 @@ class Rollout:
     final: bool = False
     policy_lag: int = 0
 
-    SAMPLE_FIELDS = ("obs", "actions", "logprobs", "values", "advantages", "returns")
-
     @property
     def size(self) -> int:
         return int(self.advantages.shape[0])
 
-    def samples(self, index: Optional[Tensor] = None) -> dict[str, Tensor]:
-        """The per-sample tensors (with the optional ones where there are any), all
-        of them or the rows ``index`` (a minibatch); recurrent: with ``recurrent_states`` of the minibatch's
-        environments, whose first step's rows lead ``index``."""
-        optional = ("weights", "action_masks", "episode_starts", "importance_weights")
-        names = self.SAMPLE_FIELDS + tuple(name for name in optional if getattr(self, name).numel())
-        if index is None:
-            samples = {name: getattr(self, name) for name in names}
-        else:
-            samples = {name: getattr(self, name)[index] for name in names}
-        if self.recurrent_states.numel():
-            num_envs = self.recurrent_states.shape[0]
+    def minibatch(self, index: Optional[Tensor] = None) -> "Minibatch":
+        """The per-sample tensors, all of them or the rows ``index``, with an optional one None where the rollout has
+        none; recurrent: with ``recurrent_states`` of the minibatch's environments, whose first step's rows lead
+        ``index``."""
+        parts: dict[str, Tensor] = {}
+        for f in dataclasses.fields(self):
+            role, value = f.metadata.get("role"), getattr(self, f.name)
+            if role not in (SAMPLE, PER_ENV) or (f.metadata.get("optional") and not value.numel()):
+                continue
             if index is None:
-                samples["recurrent_states"] = self.recurrent_states
-            else:  # rows t * num_envs + env, step-major: the first len(index) / num_steps are step 0's
-                envs = index[: index.numel() * num_envs // self.size]
-                samples["recurrent_states"] = self.recurrent_states[envs]
-        return samples
+                parts[f.name] = value
+            elif role == SAMPLE:
+                parts[f.name] = value[index]
+            else:  # rows t * num_envs + env, step-major: the first len(index) / num_steps are step 0's environments
+                parts[f.name] = value[index[: index.numel() * value.shape[0] // self.size]]
+        return Minibatch(**parts)
+
+    def minibatches(self) -> Iterator["Minibatch"]:
+        """The update's minibatches in order: ``update_epochs`` passes of ``num_minibatches``. A minibatch that is the
+        whole rollout is the rollout itself (no gather: the loss does not depend on the order of the samples), the
+        same object in every pass."""
+        whole = None
+        for index in self.minibatch_indices.flatten(0, 1):
+            if index.numel() == self.size:
+                whole = whole if whole is not None else self.minibatch()
+                yield whole
+            else:
+                yield self.minibatch(index)
 
     def pin_memory(self) -> "Rollout":
         """Page-locked copies (the DataLoader calls this with ``pin_memory=True``), so that the one copy per rollout
         to a CUDA learner can run asynchronously."""
         return dataclasses.replace(self, **{f.name: getattr(self, f.name).pin_memory()
                                             for f in dataclasses.fields(self) if isinstance(getattr(self, f.name), Tensor)})
+
+
+def fields_with_role(role: str) -> tuple[str, ...]:
+    """The names of :class:`Rollout`'s fields with this role, in declaration order."""
+    return tuple(f.name for f in dataclasses.fields(Rollout) if f.metadata.get("role") == role)
+
+
+def _minibatch_type() -> type:
+    fields_ = [f for f in dataclasses.fields(Rollout) if f.metadata.get("role") in (SAMPLE, PER_ENV)]
+    required = [f.name for f in fields_ if not f.metadata.get("optional")]
+    optional = [f.name for f in fields_ if f.metadata.get("optional")]
+    return collections.namedtuple("Minibatch", required + optional, defaults=[None] * len(optional))
+
+
+# One minibatch as the objective takes it: the rollout's per-sample (and per-environment) fields by name, the
+# optional ones None where absent. A named tuple, so ``torch.compile`` flattens it as it would a tuple, and a reorder
+# cannot swap two same-shaped tensors.
+Minibatch = _minibatch_type()

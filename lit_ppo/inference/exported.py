@@ -33,7 +33,7 @@ def load_exported(path: Path, fmt: str) -> Optional[Callable[..., list[Tensor]]]
 
 
 
-class ExportedActor:
+class ExportedPolicy:
     """What a :class:`TrainedPolicy` acts with for a file ``lit_ppo export`` wrote: ``act`` runs the file (ONNX
     through onnxruntime, TorchScript through torch), on the CPU. The file is deterministic or stochastic as it was
     exported, and takes its masks and state as inputs (:mod:`lit_ppo.tools.export`)."""
@@ -41,12 +41,12 @@ class ExportedActor:
     def __init__(self, run: Callable[..., list[torch.Tensor]], state_size: int, deterministic: bool) -> None:
         self.run, self.state_size, self.deterministic = run, state_size, deterministic
 
-    def to(self, device: torch.device) -> "ExportedActor":
+    def to(self, device: torch.device) -> "ExportedPolicy":
         if torch.device(device).type != "cpu":
             raise ValueError("an exported file acts on the CPU here; load the checkpoint for another device")
         return self
 
-    def eval(self) -> "ExportedActor":
+    def eval(self) -> "ExportedPolicy":
         return self
 
     def initial_state(self, n: int) -> Optional[torch.Tensor]:
@@ -88,6 +88,6 @@ def load_exported_policy(path: Path, device: Union[str, torch.device] = "cpu") -
                               "onnxruntime is missing; export the checkpoint again, or load the checkpoint itself")
     meta = json.loads(text)
     observation_space, action_space = env_spaces({k: v for k, v in meta["data"].items() if v is not None})
-    actor = ExportedActor(run, int(meta["state_size"]), bool(meta["deterministic"]))
+    actor = ExportedPolicy(run, int(meta["state_size"]), bool(meta["deterministic"]))
     return TrainedPolicy(actor, observation_space, action_space, action_masks=bool(meta["action_masks"]),
                          device=device)

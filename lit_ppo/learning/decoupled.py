@@ -30,9 +30,8 @@ def decouple(policy: ActorCritic, rollout: Rollout) -> Rollout:
     recurrent: whole environment sequences, as the update replays them), under the caller's autocast."""
     logprobs, values = torch.empty_like(rollout.logprobs), torch.empty_like(rollout.values)
     for index in rollout.minibatch_indices[0]:
-        samples = rollout.samples(index)
-        logprob, _, value = policy.evaluate(samples["obs"], samples["actions"], samples.get("action_masks"),
-                                            samples.get("recurrent_states"), samples.get("episode_starts"))
+        mb = rollout.minibatch(index)
+        logprob, _, value = policy.evaluate(mb.obs, mb.actions, mb.action_masks, mb.recurrent_states, mb.episode_starts)
         logprobs[index], values[index] = logprob.to(logprobs.dtype), value.to(values.dtype)
     weights = (logprobs.float() - rollout.logprobs.float()).exp()
     return dataclasses.replace(rollout, logprobs=logprobs, values=values, importance_weights=weights)

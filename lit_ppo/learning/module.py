@@ -199,14 +199,8 @@ class PPOModule(L.LightningModule):
             group["lr"] = lr
         sums = torch.zeros(len(LOSS_NAMES), device=self.device)
         updates = skipped = 0
-        whole = None  # the rollout as one minibatch: prepared once, it is the same in every pass
-        for idx in rollout.minibatch_indices.flatten(0, 1):
-            if idx.numel() == rollout.size:  # no gather: the loss does not depend on the order of the samples
-                whole = whole if whole is not None else self.objective.prepare(rollout.samples(), hp.norm_adv)
-                minibatch = whole
-            else:
-                minibatch = self.objective.prepare(rollout.samples(idx), hp.norm_adv)
-            loss, terms = self.objective(minibatch, clip_coef)
+        for minibatch in rollout.minibatches():
+            loss, terms = self.objective(self.objective.prepare(minibatch, hp.norm_adv), clip_coef)
             if hp.target_kl is not None and self._kl_exceeded(terms):
                 break  # as SB3: the update that would exceed it is not applied
             if self.nonfinite.skip(terms, self.trainer.strategy):

@@ -3,11 +3,12 @@ and their weighted sum, eager or through ``torch.compile``.
 """
 
 import warnings
-from typing import Any, Callable, NamedTuple, Optional, Union
+from typing import Any, Callable, Optional, Union
 
 import torch
 from torch import Tensor
 
+from lit_ppo.collection.rollout import Minibatch
 from lit_ppo.errors import require
 from lit_ppo.learning.losses import normalize_advantages, ppo_loss_terms
 from lit_ppo.networks.actor_critic import ActorCritic
@@ -27,24 +28,6 @@ CONTINUOUS_ENT_COEF = 0.01
 def default_ent_coef(action: dict[str, Any]) -> float:
     """The entropy weight ``model.ent_coef: null`` (the default) means for an action space (``env_spec["action"]``)."""
     return CONTINUOUS_ENT_COEF if isinstance(spec_from_dict(action), BoxSpec) else 0.0
-
-
-class Minibatch(NamedTuple):
-    """One minibatch as the objective takes it, every tensor by name (a reorder cannot swap two same-shaped
-    tensors). A ``NamedTuple``, so ``torch.compile`` flattens it as it would a tuple. Fields as in
-    :class:`lit_ppo.collection.rollout.Rollout`; the optional ones are None where the rollout has none."""
-
-    obs: Tensor
-    actions: Tensor
-    logprobs: Tensor
-    values: Tensor
-    advantages: Tensor
-    returns: Tensor
-    weights: Optional[Tensor] = None
-    action_masks: Optional[Tensor] = None
-    recurrent_states: Optional[Tensor] = None
-    episode_starts: Optional[Tensor] = None
-    importance_weights: Optional[Tensor] = None
 
 
 class PPOObjective:
@@ -82,12 +65,12 @@ class PPOObjective:
         self._clip: Optional[tuple[float, Tensor]] = None  # the clip coefficient as the compiled graph takes it
 
     @staticmethod
-    def prepare(samples: dict[str, Tensor], norm_adv: bool) -> Minibatch:
+    def prepare(minibatch: Minibatch, norm_adv: bool) -> Minibatch:
         """The minibatch as the objective takes it: advantages normalized per minibatch when ``norm_adv``."""
-        if norm_adv:  # per minibatch, as PPO's reference implementations do; over its real transitions
-            samples = dict(samples, advantages=normalize_advantages(samples["advantages"].float(),
-                                                                    samples.get("weights")))
-        return Minibatch(**samples)
+        if not norm_adv:
+            return minibatch
+        # per minibatch, as PPO's reference implementations do; over its real transitions
+        return minibatch._replace(advantages=normalize_advantages(minibatch.advantages.float(), minibatch.weights))
 
     def _objective(self, mb: Minibatch, clip_coef) -> tuple[Tensor, Tensor]:
         logprob, entropy, new_values = self.policy.evaluate(mb.obs, mb.actions, mb.action_masks, mb.recurrent_states,

@@ -23,7 +23,6 @@ back, where they are raised as in the synchronous path. The process's side lives
 
 import pickle
 import queue
-import time
 from collections.abc import Callable, Iterator
 from typing import Any, Optional
 
@@ -32,13 +31,14 @@ import torch.multiprocessing as mp
 from lightning.pytorch.utilities import rank_zero_warn
 from torch.utils.data import IterableDataset
 
-from lit_ppo.collection.acting import Actor, cpu_copy
+from lit_ppo.collection.acting import PolicyPlacement, cpu_copy
 from lit_ppo.collection.rollout import Rollout
 from lit_ppo.collection.overlap.worker import POLL_S, collect_in_process
 from lit_ppo.collection.datasets import raise_first_failure
 from lit_ppo.errors import CollectorError, ConfigError, EnvStepError
 from lit_ppo.networks.actor_critic import ActorCritic
-from lit_ppo.collection.overlap.transport import SharedTensors, join_rollout
+from lit_ppo.collection.clock import PhaseClock
+from lit_ppo.collection.overlap.transport import CollectorFailed, Message, ResumePoint, RolloutReady, SharedTensors
 
 STOP_TIMEOUT_S = 10.0  # how long a stopped collector may take to close its environments before it is ended
 
@@ -51,8 +51,7 @@ def snapshot(policy: ActorCritic) -> dict[str, torch.Tensor]:
 class CollectorProcess:
     """The collector process of one rank and its two queues; :meth:`close` stops it and joins it."""
 
-    def __init__(self, recipe, policy: ActorCritic, behaviour: dict[str, torch.Tensor],
-                 resume: Optional[dict[str, Any]]) -> None:
+    def __init__(self, recipe, policy: ActorCritic, behaviour: dict[str, torch.Tensor], resume: ResumePoint) -> None:
         context = mp.get_context("spawn")  # not forked: CUDA may be initialized here, and no handler is inherited
         self.rank = recipe.rank
         self.weights, self.rollouts, self.stop = context.Queue(), context.Queue(), context.Event()
@@ -75,18 +74,14 @@ class CollectorProcess:
         self.weights.put(self.versions_sent)
         self.versions_sent += 1
 
-    def receive(self) -> tuple:
-        """The collector's next message: ``("rollout", rollout, state, note)`` (the rollout copied out of shared
-        memory, the collector's state at its end pickled) or ``("error", exception)``."""
+    def receive(self) -> Message:
+        """The collector's next message; the rollout slots come with the first rollout and are kept."""
         message = self._next_message()
-        if message[0] != "rollout":
-            return message
-        _, number, rest, state, note, slots = message
-        if slots is not None:
-            self.rollout_slots = slots
-        return "rollout", join_rollout(self.rollout_slots.read(number), rest), state, note
+        if isinstance(message, RolloutReady) and message.slots is not None:
+            self.rollout_slots = message.slots
+        return message
 
-    def _next_message(self) -> tuple:
+    def _next_message(self) -> Message:
         while True:
             try:
                 return self.rollouts.get(timeout=POLL_S)
@@ -95,7 +90,7 @@ class CollectorProcess:
                     try:  # its last message may still be on the way
                         return self.rollouts.get(timeout=POLL_S)
                     except queue.Empty:
-                        return ("error", CollectorError(
+                        return CollectorFailed(CollectorError(
                             f"the collector process of rank {self.rank} ended (exit code {self.process.exitcode}) "
                             "without a rollout; the last checkpoint saved before it is unchanged."))
 
@@ -113,8 +108,8 @@ class CollectorProcess:
 class OverlappedRolloutDataset(IterableDataset):
     """The learner's side of ``data.overlap``: yields the collector's rollouts, one per iteration, as
     :class:`lit_ppo.collection.datasets.RolloutDataset` does in-process (same :class:`lit_ppo.collection.rollout.Rollout`, same
-    checkpoint role), adding ``time/rollout_wait_ms`` (how long the learner waited for the rollout) to the
-    collector's ``time/weights_wait_ms`` (how long the collector waited for the weights).
+    checkpoint role), with ``time/rollout_wait_ms`` (how long the learner waited for the rollout) beside the
+    collector's phases and its ``time/weights_wait_ms`` (how long the collector waited for the weights).
 
     Args:
         recipe: what the collector builds (:class:`lit_ppo.collection.recipe.RolloutRecipe`).
@@ -126,7 +121,8 @@ class OverlappedRolloutDataset(IterableDataset):
                  first_failure: Optional[Callable[[Optional[str]], Optional[str]]] = None) -> None:
         self.recipe, self.policy, self.first_failure = recipe, policy, first_failure
         self.collector: Optional[CollectorProcess] = None
-        self.resume: Optional[dict[str, Any]] = None  # a checkpoint's state, for the collector to start from
+        self.resume = ResumePoint()  # where the collector starts (a checkpoint's state, or fresh)
+        self.clock = PhaseClock("rollout_wait_ms")  # the learner's side: waiting for each rollout
         self.boundary: Optional[bytes] = None  # the collector's state at the end of the latest rollout, pickled
         self.behaviour: Optional[dict[str, torch.Tensor]] = None  # the weights that collect the next rollout
 
@@ -139,40 +135,37 @@ class OverlappedRolloutDataset(IterableDataset):
             self._start(weights)
         # Version j goes out before rollout j is awaited: the collector collects rollout j + 1 with it meanwhile.
         self.collector.send(weights)
-        start = time.perf_counter()
-        message = self.collector.receive()
-        wait_ms = (time.perf_counter() - start) * 1e3
-        failure = message[1] if message[0] == "error" else None
+        with self.clock.phase("rollout_wait_ms"):
+            message = self.collector.receive()
+        failure = message.error if isinstance(message, CollectorFailed) else None
         if failure is not None and not isinstance(failure, EnvStepError):
             raise failure
         raise_first_failure(failure, self.first_failure)
-        _, rollout, self.boundary, note = message  # the boundary stays pickled until a checkpoint asks for it
-        self.behaviour, self.resume = weights, None
-        if note:
-            rank_zero_warn(f"lit_ppo: resuming inexactly: {note}")
-        rollout.timings["rollout_wait_ms"] = wait_ms
-        rollout.policy_lag = 1  # collected with the weights before the previous update: see the module docstring
-        yield rollout
+        self.boundary = message.state  # stays pickled until a checkpoint asks for it
+        self.behaviour, self.resume = weights, ResumePoint()
+        if message.note:
+            rank_zero_warn(f"lit_ppo: resuming inexactly: {message.note}")
+        yield message.rollout(self.collector.rollout_slots, **self.clock.lap())
 
     def _start(self, weights: dict[str, torch.Tensor]) -> None:
         behaviour = weights
-        if self.resume is not None and self.resume.get("behaviour") is not None:
-            behaviour = self.resume["behaviour"]  # the weights the checkpoint's next rollout is collected with
+        if self.resume.behaviour is not None:
+            behaviour = self.resume.behaviour  # the weights the checkpoint's next rollout is collected with
         self.collector = CollectorProcess(self.recipe, cpu_copy(self.policy, None), behaviour, self.resume)
 
     # -- checkpointing (at rollout boundaries) and shutdown ---------------------------------------------------------
     def state_dict(self) -> dict[str, Any]:
         if self.boundary is None:  # nothing collected since a resume: what it resumed from still holds
-            return dict(self.resume or {})
-        return {"collector": pickle.loads(self.boundary), "behaviour": self.behaviour}
+            return self.resume.state()
+        return ResumePoint(pickle.loads(self.boundary), self.behaviour).state()
 
     def load_state_dict(self, state: dict[str, Any]) -> Optional[str]:
         """Taken by the collector when it starts; a note on an inexact resume comes with its first rollout."""
-        self.resume = state
+        self.resume = ResumePoint.from_state(state)
         return None
 
     def restart_at(self, iterations: int) -> None:
-        self.resume = {"iterations": iterations}
+        self.resume = ResumePoint(iterations=iterations)
 
     def close(self) -> None:
         if self.collector is not None:

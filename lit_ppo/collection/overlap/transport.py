@@ -12,16 +12,16 @@ iteration (``python -m lit_ppo profile --config cartpole.yaml --iterations 40``:
 """
 
 import dataclasses
-from typing import Any
+from typing import Any, NamedTuple, Optional, Union
 
 import numpy as np
 import torch
 from torch import Tensor
 
-from lit_ppo.collection.rollout import Rollout
+from lit_ppo.collection.rollout import VARIABLE, Rollout, fields_with_role
 
 # Rollout tensors whose length varies from rollout to rollout: sent in the message, as numpy arrays (pickled plainly).
-VARIABLE = ("reward_returns", "episode_returns", "episode_lengths")
+VARIABLE_FIELDS = fields_with_role(VARIABLE)
 
 
 class SharedTensors:
@@ -53,7 +53,7 @@ def split_rollout(rollout: Rollout) -> tuple[dict[str, Tensor], dict[str, Any]]:
     tensors, rest = {}, {}
     for field in dataclasses.fields(rollout):
         value = getattr(rollout, field.name)
-        if isinstance(value, Tensor) and field.name not in VARIABLE:
+        if isinstance(value, Tensor) and field.name not in VARIABLE_FIELDS:
             tensors[field.name] = value
         else:
             rest[field.name] = value.numpy() if isinstance(value, Tensor) else value
@@ -64,3 +64,47 @@ def join_rollout(tensors: dict[str, Tensor], rest: dict[str, Any]) -> Rollout:
     """The :class:`Rollout` that :func:`split_rollout` took apart."""
     return Rollout(**tensors, **{name: torch.from_numpy(value) if isinstance(value, np.ndarray) else value
                                  for name, value in rest.items()})
+
+
+# -- the messages, collector -> learner (a queue; the learner -> collector direction carries only version numbers) --
+class RolloutReady(NamedTuple):
+    """Rollout ``number`` is in the collector's rollout slots (:class:`SharedTensors`, set ``number % 2``)."""
+
+    number: int
+    rest: dict[str, Any]  # the rollout's other fields, plain values (split_rollout)
+    state: bytes  # the collector's state at the rollout's end (the next one's start), pickled: a checkpoint's part
+    note: Optional[str]  # why a resume was inexact, with the first rollout after it
+    slots: Optional["SharedTensors"]  # the rollout slots, with the first rollout only
+
+    def rollout(self, slots: "SharedTensors", **learner_timings: float) -> Rollout:
+        """The rollout copied out of ``slots``, with the learner's own phases beside the collector's."""
+        rollout = join_rollout(slots.read(self.number), self.rest)
+        return dataclasses.replace(rollout, timings={**rollout.timings, **learner_timings})
+
+
+class CollectorFailed(NamedTuple):
+    """The collector raised ``error`` (or ended without a rollout); the learner raises it."""
+
+    error: Exception
+
+
+Message = Union[RolloutReady, CollectorFailed]
+
+
+@dataclasses.dataclass
+class ResumePoint:
+    """Where a collector process starts: a checkpoint's collector state and the weights that collect its next rollout,
+    or (a rank the checkpoint did not have) only how many rollouts were done; empty for a fresh start. A
+    checkpoint holds it as a plain dict (:meth:`state`), so that checkpoints stay loadable without this class."""
+
+    collector: Optional[dict[str, Any]] = None
+    behaviour: Optional[dict[str, Tensor]] = None
+    iterations: Optional[int] = None
+
+    @classmethod
+    def from_state(cls, state: Optional[dict[str, Any]]) -> "ResumePoint":
+        state = state or {}
+        return cls(state.get("collector"), state.get("behaviour"), state.get("iterations"))
+
+    def state(self) -> dict[str, Any]:
+        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if getattr(self, f.name) is not None}

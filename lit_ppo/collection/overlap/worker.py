@@ -10,24 +10,24 @@ AMD EPYC Zen 3, 2026-12-03).
 import pickle
 import queue
 import signal
-import time
 from typing import Any, Optional
 
 import torch
 import torch.multiprocessing as mp
 
-from lit_ppo.collection.acting import Actor
+from lit_ppo.collection.acting import PolicyPlacement
 from lit_ppo.errors import CollectorError
 from lit_ppo.networks.actor_critic import ActorCritic
-from lit_ppo.collection.overlap.transport import SharedTensors, split_rollout
+from lit_ppo.collection.overlap.transport import (CollectorFailed, ResumePoint, RolloutReady, SharedTensors,
+                                                  split_rollout)
 
 POLL_S = 0.2  # how often a blocked side checks that the other is still there
 
 
-def collect_in_process(recipe, policy: ActorCritic, behaviour: dict[str, torch.Tensor],
-                       resume: Optional[dict[str, Any]], weight_slots: SharedTensors, weights: Any, rollouts: Any,
-                       stop: Any) -> None:
-    """The collector process: builds the rollout stream and serves one rollout per weights version."""
+def collect_in_process(recipe, policy: ActorCritic, behaviour: dict[str, torch.Tensor], resume: ResumePoint,
+                       weight_slots: SharedTensors, weights: Any, rollouts: Any, stop: Any) -> None:
+    """The collector process: builds the rollout stream and serves one rollout per weights version, each stamped
+    one version behind the learner (``policy_lag=1``) and timed with how long it waited for its weights."""
     # The learner owns shutdown (lit_ppo.collection.overlap.dataset's docstring): a SIGTERM or Ctrl+C sent to the whole process group (as
     # SLURM and terminals do) must not end the collector before the learner has saved at the rollout boundary.
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
@@ -36,36 +36,33 @@ def collect_in_process(recipe, policy: ActorCritic, behaviour: dict[str, torch.T
     dataset = None
     try:
         policy.load_state_dict(behaviour)
-        dataset = recipe.build(Actor(policy, "cpu"))
+        dataset = recipe.build(PolicyPlacement(policy, "cpu"), policy_lag=1)
         note = None
-        if resume is not None and resume.get("collector") is not None:
-            note = dataset.load_state_dict(resume)
-        elif resume is not None and "iterations" in resume:
-            dataset.restart_at(resume["iterations"])
-        waited_ms = 0.0
+        if resume.collector is not None:
+            note = dataset.load_state_dict({"collector": resume.collector})
+        elif resume.iterations is not None:
+            dataset.restart_at(resume.iterations)
+        waiting = dataset.clock.phase("weights_wait_ms")  # 0 for the first rollout, which waits for nothing
         slots: Optional[SharedTensors] = None
         number = 0  # rollouts collected by this process: its rollout slots alternate by this
         while dataset.collector.iterations < recipe.num_iterations:
             if number:
-                start = time.perf_counter()
-                version = _next_version(weights, stop)
+                with waiting:
+                    version = _next_version(weights, stop)
                 if version is None:
                     return
-                waited_ms = (time.perf_counter() - start) * 1e3
                 policy.load_state_dict(weight_slots.view(version))
-            rollout = next(iter(dataset))
-            rollout.timings["weights_wait_ms"] = waited_ms
-            tensors, rest = split_rollout(rollout)
+            tensors, rest = split_rollout(next(iter(dataset)))
             new_slots = slots is None
             slots = SharedTensors(tensors) if new_slots else slots
             slots.write(number, tensors)
             state = pickle.dumps(dataset.collector.state_dict())
-            rollouts.put(("rollout", number, rest, state, note, slots if new_slots else None))
+            rollouts.put(RolloutReady(number, rest, state, note, slots if new_slots else None))
             number, note = number + 1, None
         while not stop.wait(POLL_S) and _learner_alive():  # the budget is collected: wait to be stopped
             pass
     except Exception as err:  # sent back and raised by the learner, as the synchronous path raises it
-        rollouts.put(("error", _sendable(err)))
+        rollouts.put(CollectorFailed(_sendable(err)))
     finally:
         if stop.is_set():
             rollouts.cancel_join_thread()  # nobody reads a rollout collected after the stop
