@@ -45,7 +45,7 @@ ARMS = {
                     "--model.ent_coef", "0.01", "--data.normalize_obs", "false", "--data.normalize_reward", "false"],
     "lit_sb3like": SB3_LIKE,
     "lit_sb3": SB3_LIKE + ["--model.vf_coef", "1.0"],  # and SB3's value weight (its 0.5 on the plain MSE)
-    # One difference from SB3's defaults at a time (docs/results.md, "Continuous control"):
+    # One difference from SB3's defaults at a time (docs/notebook/results.md, "Continuous control"):
     "lit_1env": ["--data.num_envs", "1", "--data.num_steps", "2048"],  # SB3's one env x 2,048 steps
     "lit_no_obs_norm": ["--data.normalize_obs", "false"],
     "lit_no_reward_norm": ["--data.normalize_reward", "false"],

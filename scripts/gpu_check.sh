@@ -66,7 +66,7 @@ fi
 want tests && run python -m pytest -q tests/test_hardware.py tests/test_acting.py tests/test_updates.py
 
 if want profiles; then
-  # The device-choice table (docs/performance.md): the CartPole MLPs of 64, 256 and 1024 units, each placement,
+  # The device-choice table (docs/notebook/performance.md): the CartPole MLPs of 64, 256 and 1024 units, each placement,
   # model.compile off and on, the 1024-unit MLP also at bf16-mixed and 16-mixed. 26 short fits on a GPU machine;
   # the CNN row is its own part (profiles-cnn) so that each stays within one 10-minute device call.
   run python -m lit_ppo profile --rows mlp64 mlp256 mlp1024 --iterations 5 \

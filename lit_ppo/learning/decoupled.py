@@ -4,7 +4,7 @@ PPO's clip keeps each update close to the policy it starts from. Overlapped, the
 behaviour policy's, one update older than the learner's weights at the start of the update: clipped around them
 (Cleanba's choice), the learner's policy already sits near the clip's edge before its first step, so many samples
 give no gradient and learning per sample slows (``halfcheetah.yaml`` at 1M: 1704.2 against 1868.0 synchronous,
-docs/results.md). Hilton et al. (2021, "Batch size-invariance for policy optimization", arXiv 2110.00641) decouple
+docs/notebook/results.md). Hilton et al. (2021, "Batch size-invariance for policy optimization", arXiv 2110.00641) decouple
 the two roles: the clip is centred on the *proximal* policy (here: the learner's weights when the rollout's update
 starts) and each sample's surrogate is weighted by ``pi_prox(a|s) / pi_behaviour(a|s)``, the importance weight
 that makes the behaviour policy's samples stand for the proximal policy's. With no lag the weights are 1 and it is

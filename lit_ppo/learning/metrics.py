@@ -101,7 +101,7 @@ class RolloutLogging:
 
     Why not ``self.log`` for all of them: in Lightning 2.6.6 each ``self.log`` call moves its stored result to the
     value's device through ``apply_to_collection``, ~0.4-0.6 ms per key. Measured on this project's 2-core Xeon
-    (``python benchmarks/logging_cost.py``): 25 keys per rollout through ``self.log_dict`` 9.6 ms, through one
+    (``python benchmarks/archive/logging_cost.py``): 25 keys per rollout through ``self.log_dict`` 9.6 ms, through one
     ``log_metrics`` 0.013 ms. An RL-Zoo CartPole rollout takes ~25 ms in all.
     """
 

@@ -21,7 +21,7 @@ COMPILE_CHOICES = (False, True, "default", "reduce-overhead", "max-autotune", "m
 # Gaussian's std collapsed early on LunarLanderContinuous-v3 and seeds stalled hovering; 0.01 (RL-Zoo's tuned value
 # there) lifted seeds 1-3 from 148.0 to 189.9 (seeds 1-5: 166.5 -> 194.5), against SB3's own defaults' 186.5 on
 # the same machine, and changed nothing beyond noise on Pendulum, Reacher and InvertedPendulum; on the discrete
-# LunarLander it cost 24 points (263.8 -> 239.9), so discrete actions keep 0 (docs/results.md, continuous control).
+# LunarLander it cost 24 points (263.8 -> 239.9), so discrete actions keep 0 (docs/notebook/results.md, continuous control).
 CONTINUOUS_ENT_COEF = 0.01
 
 

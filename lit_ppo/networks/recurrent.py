@@ -60,7 +60,7 @@ class RecurrentCore(nn.Module):
     stored state where it continues one); padding only follows a piece, so it never reaches an output that is kept.
     One call instead of one per segment between start steps: forward and backward 6.3 ms against 17.4 ms for 8 envs
     x 32 steps with starts on 14 distinct steps, 4.0 against 6.6 ms with 3 (LSTM 128, one thread, 2-core Xeon;
-    ``python benchmarks/recurrent_core.py [--start-probability 0.01]``).
+    ``PYTHONPATH=benchmarks python benchmarks/archive/recurrent_core.py [--start-probability 0.01]``).
     """
 
     def __init__(self, input_size: int, config: RecurrentConfig) -> None:

@@ -8,7 +8,7 @@ machine.
 - ``profile [--rows mlp64 mlp256 mlp1024 cnn] [--compile off on] [--iterations N]``: the device-choice table. Each
   row (a CartPole MLP of that width, the Nature CNN on Breakout) for each placement and ``model.compile`` off and
   on; the 1024-unit MLP and the CNN also at ``bf16-mixed`` and ``16-mixed`` on a GPU. SPS and the ratio against the
-  row's all-CPU eager run: measured figures only (what earlier designs expected is in docs/performance.md).
+  row's all-CPU eager run: measured figures only (what earlier designs expected is in docs/notebook/performance.md).
 
 Each run is a short ``fit`` in its own process (a clean device state, a fair wall time), logging with a CSV
 logger; figures are medians over the iterations after the first (warm-up and compilation).

@@ -3,7 +3,7 @@
 This module and what it imports stay free of Lightning (``lit_ppo/__init__`` imports its public names lazily, and
 ``lit_ppo.collection.acting`` imports Lightning only to announce a decision): a spawned process imports the module of its
 target function, and with Lightning imported a collector took 5.0 s from its start to its first CartPole rollout,
-1.55 s without (``python benchmarks/collector_startup.py``, medians of 6, at 748af20 and after; idle 2-core
+1.55 s without (``python benchmarks/archive/collector_startup.py``, medians of 6, at 748af20 and after; idle 2-core
 AMD EPYC Zen 3, 2026-12-03).
 """
 
