@@ -10,8 +10,10 @@ import pytest
 # Imported at collection: Lightning's log handlers bind to the stderr of the moment they are made, which must not
 # be one test's captured stream (in-process CLI runs would then write to it after it is closed).
 import lit_ppo.cli  # noqa: F401
+from tests import cli_server
 
 REPO = Path(__file__).resolve().parents[1]
+CLI_SERVER_VAR = "LIT_PPO_TEST_CLI_SERVER"  # the fork server's socket, for run_cli and tests/docs_shim.py
 
 
 class CounterEnv(gym.Env):
@@ -76,29 +78,68 @@ def run_cli_alone(*args, cwd, timeout=300, extra_env=None, settle=5.0):
     """``run_cli`` in a session of its own, which must end within ``timeout`` s (a hang fails the test instead of
     stalling the suite) and leave no process of that session alive: every child it started (environment workers,
     DDP ranks, a collector) was joined or ended with it. Returns the finished process (returncode, stdout,
-    stderr); never checks the return code."""
+    stderr); never checks the return code. The process is forked from the suite's fork server
+    (``tests/cli_server.py``) where one runs, else started as ``python -m lit_ppo``."""
+    import tempfile
     import time
 
     # The repository root on the path lets the CLI import test environments (tests.faulty_envs).
     env = dict(os.environ, PYTHONUNBUFFERED="1", PYTHONPATH=os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]))
-    proc = subprocess.Popen([sys.executable, "-m", "lit_ppo", *map(str, args)], cwd=cwd, env={**env, **(extra_env or {})},
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
-    try:
-        stdout, stderr = proc.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        left = session_processes(proc.pid)
-        for p in left:
-            p.kill()
-        stdout, stderr = proc.communicate()
-        raise AssertionError(f"python -m lit_ppo {' '.join(map(str, args))} still ran after {timeout} s "
-                             f"({len(left)} process(es) in its session)\nstderr:\n{stderr[-3000:]}")
+    env.update(extra_env or {})
+    args = [str(a) for a in args]
+    command = f"python -m lit_ppo {' '.join(args)}"
+    with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err, open(os.devnull) as null:
+        if os.environ.get(CLI_SERVER_VAR):
+            started: list = []
+            try:
+                code = cli_server.request(os.environ[CLI_SERVER_VAR], "lit_ppo", args, str(cwd), env,
+                                          (null.fileno(), out.fileno(), err.fileno()), started.append, timeout)
+            except TimeoutError:
+                _timed_out(command, started[0], timeout, err)
+            sid = started[0]
+        else:
+            proc = subprocess.Popen([sys.executable, "-m", "lit_ppo", *args], cwd=cwd, env=env, stdin=null,
+                                    stdout=out, stderr=err, start_new_session=True)
+            try:
+                code = proc.wait(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                _timed_out(command, proc.pid, timeout, err)
+            sid = proc.pid
+        out.seek(0)
+        err.seek(0)
+        stdout, stderr = out.read(), err.read()
     deadline = time.monotonic() + settle
-    while (left := session_processes(proc.pid)) and time.monotonic() < deadline:
+    while (left := session_processes(sid)) and time.monotonic() < deadline:
         time.sleep(0.1)
     for p in left:
         p.kill()
     assert not left, f"{len(left)} process(es) outlived the run: {[p.cmdline() for p in left]}\n{stderr[-3000:]}"
-    return subprocess.CompletedProcess(proc.args, proc.returncode, stdout, stderr)
+    return subprocess.CompletedProcess(command, code, stdout, stderr)
+
+
+def _timed_out(command: str, sid: int, timeout: float, err) -> None:
+    left = session_processes(sid)
+    for p in left:
+        p.kill()
+    err.seek(0)
+    raise AssertionError(f"{command} still ran after {timeout} s ({len(left)} process(es) in its session)\n"
+                         f"stderr:\n{err.read()[-3000:]}")
+
+
+@pytest.fixture(scope="session", autouse=True)
+def cli_fork_server(tmp_path_factory):
+    """One fork server per test process (``tests/cli_server.py``) for the CLI runs of ``run_cli`` and of the
+    documentation's examples; stopped and joined at the session's end."""
+    address = str(tmp_path_factory.mktemp("cli") / "socket")
+    server = subprocess.Popen([sys.executable, str(REPO / "tests" / "cli_server.py"), address],
+                              stdout=subprocess.PIPE, text=True, env=dict(os.environ, PYTHONUNBUFFERED="1"))
+    assert server.stdout.readline().strip() == "ready", "the CLI fork server did not start"
+    os.environ[CLI_SERVER_VAR] = address
+    yield address
+    del os.environ[CLI_SERVER_VAR]
+    server.terminate()
+    server.wait(timeout=30)
+    server.stdout.close()
 
 
 @pytest.fixture

@@ -9,7 +9,9 @@ after each on 2 episodes, and starts over as the docs say a new run must (its ch
 installed (MuJoCo, Box2D, ALE) print ``not run: ...`` and exit 0; the test reports them.
 
 The command runs in this process (as ``runpy`` runs ``-m``), not in a child: one interpreter start-up and one
-Lightning import per command instead of two, which roughly halved the docs pages' share of the suite.
+Lightning import per command instead of two, which roughly halved the docs pages' share of the suite. Under the
+suite's fork server (``tests/cli_server.py``, whose socket ``LIT_PPO_TEST_CLI_SERVER`` names) it runs in a process
+forked from the server instead, which has imported them already.
 """
 
 import importlib.util
@@ -130,6 +132,13 @@ def run_module(name: str, args: list[str]) -> int:
 
 def main() -> int:
     args = sys.argv[1:]
+    if args[:2] == ["-m", "lit_ppo"] and os.environ.get("LIT_PPO_TEST_CLI_SERVER"):
+        # forked from the suite's fork server (tests/cli_server.py): torch and Lightning are imported there already
+        sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+        from tests.cli_server import request
+
+        return request(os.environ["LIT_PPO_TEST_CLI_SERVER"], "docs_shim", args[2:], os.getcwd(), dict(os.environ),
+                       (0, 1, 2))
     if args[:2] == ["-m", "lit_ppo"]:
         return lit_ppo(args[2:])
     if args[:2] == ["-m", "pytest"]:  # the suite that runs this
