@@ -22,6 +22,12 @@ from lit_ppo.networks.actor_critic import ActorCritic
 ACTOR_DEVICES = ("cpu", "auto", "learner", "cuda")
 
 
+def check_actor_device(choice: str) -> None:
+    """``model.actor_device``'s one check (``PPOModule`` calls it at construction, before anything runs)."""
+    if choice not in ACTOR_DEVICES:
+        raise ConfigError(f"model.actor_device: must be one of {ACTOR_DEVICES}, got {choice!r}.")
+
+
 def _device(policy: ActorCritic) -> torch.device:
     return next(policy.parameters()).device
 
@@ -69,8 +75,7 @@ class PolicyPlacement:
     """
 
     def __init__(self, policy: ActorCritic, choice: str = "cpu") -> None:
-        if choice not in ACTOR_DEVICES:
-            raise ConfigError(f"model.actor_device: must be one of {ACTOR_DEVICES}, got {choice!r}.")
+        check_actor_device(choice)
         self.policy, self.choice = policy, choice
         self.copy: Optional[ActorCritic] = None  # the CPU copy, made at the first rollout that needs one
         self.decided: Optional[str] = None if choice == "auto" else ("cpu" if choice == "cpu" else "learner")

@@ -16,19 +16,20 @@ import lightning as L
 import torch
 from torch import Tensor
 
-from lit_ppo.collection.acting import ACTOR_DEVICES
+from lit_ppo.collection.acting import check_actor_device
 from lit_ppo.collection.rollout import Rollout
 from lit_ppo.collection.teardown import CloseEnvironmentsOnError
 from lit_ppo.checkpointing.callbacks import SaveLastOnStop
 from lit_ppo.checkpointing.settings import check_compatible
 from lit_ppo.classpath import ClassPathConfig
 from lit_ppo.learning.decoupled import decouple
-from lit_ppo.errors import ConfigError, require
+from lit_ppo.errors import ConfigError
 from lit_ppo.learning.metrics import RecentEpisodes, RolloutLogging, UpdateSummary
 from lit_ppo.learning.objective import PPOObjective, default_ent_coef
 from lit_ppo.learning.losses import LOSS_NAMES
 from lit_ppo.networks.actor_critic import ActorCritic
-from lit_ppo.learning.nonfinite import MODES as NONFINITE_MODES, NonFiniteGuard
+from lit_ppo.learning.nonfinite import NonFiniteGuard
+from lit_ppo.learning.settings import PPOSettings
 
 KL_INDEX = LOSS_NAMES.index("stats/approx_kl")
 RECENT_EPISODES = 100  # rollout/return_mean is over each process's last 100 finished episodes
@@ -108,28 +109,16 @@ class PPOModule(L.LightningModule):
         super().__init__()
         if env_spec is None:
             raise ConfigError("model.env_spec: missing; pass PPODataModule(...).env_spec (the CLI links it for you).")
-        require(lr > 0, "model.lr", f"must be positive, got {lr}.")
-        require(clip_coef > 0, "model.clip_coef", f"must be positive (PPO's clip epsilon, e.g. 0.2), got {clip_coef}.")
-        require(vf_coef >= 0, "model.vf_coef", f"must be >= 0, got {vf_coef}.")
-        require(ent_coef is None or ent_coef >= 0, "model.ent_coef", f"must be >= 0 or null, got {ent_coef}.")
-        require(max_grad_norm is None or max_grad_norm > 0, "model.max_grad_norm",
-                f"must be positive or null (no clipping), got {max_grad_norm}.")
-        require(isinstance(clip_vloss, bool) or (isinstance(clip_vloss, (int, float)) and clip_vloss > 0),
-                "model.clip_vloss", f"must be false, true (clip with clip_coef) or a positive value clip range, got "
-                f"{clip_vloss!r}.")
-        require(target_kl is None or target_kl > 0, "model.target_kl", f"must be positive or null, got {target_kl}.")
-        require(actor_device in ACTOR_DEVICES, "model.actor_device",
-                f"must be one of {ACTOR_DEVICES}, got {actor_device!r}.")
-        require(on_nonfinite in NONFINITE_MODES, "model.on_nonfinite", f"must be 'stop' or 'skip', got {on_nonfinite!r}.")
-        require(max_skipped_rollouts >= 1, "model.max_skipped_rollouts", f"must be >= 1, got {max_skipped_rollouts}.")
         self.save_hyperparameters()
+        # Each concern's settings checked once, where they are read: the update's, the network's, the acting's.
+        self.ppo = PPOSettings.from_hparams(self.hparams)
+        check_actor_device(actor_device)
         self.automatic_optimization = False  # several optimizer steps per Lightning step: see the module docstring
         self.policy = ActorCritic.from_settings(self.hparams)
-        value_clip = None if clip_vloss is False else float(clip_coef if clip_vloss is True else clip_vloss)
-        ent_coef = default_ent_coef(env_spec["action"]) if ent_coef is None else ent_coef
-        self.objective = PPOObjective(self.policy, vf_coef, ent_coef, value_clip, compile)
+        ent_coef = default_ent_coef(env_spec["action"]) if self.ppo.ent_coef is None else self.ppo.ent_coef
+        self.objective = PPOObjective(self.policy, self.ppo.vf_coef, ent_coef, self.ppo.value_clip, self.ppo.compile)
         self.recent_episodes = RecentEpisodes(RECENT_EPISODES)
-        self.nonfinite = NonFiniteGuard(on_nonfinite, max_skipped_rollouts)
+        self.nonfinite = NonFiniteGuard(self.ppo.on_nonfinite, self.ppo.max_skipped_rollouts)
         self.rollout_metrics: dict[str, float] = {}  # the latest rollout's metrics, as the loggers got them
         self.rollout_logging = RolloutLogging()
         self.env_steps = 0  # environment steps of all processes so far: the step every metric is logged at
@@ -155,7 +144,7 @@ class PPOModule(L.LightningModule):
         # Fused Adam is ~4x faster than the CPU default for a small MLP, but Lightning refuses gradient clipping
         # with it under mixed precision (it unscales internally): there the multi-tensor one is used.
         kind = {"foreach": True} if "mixed" in str(self.trainer.precision) else {"fused": True}
-        return torch.optim.Adam(self.parameters(), lr=self.hparams.lr, eps=1e-5, **kind)
+        return torch.optim.Adam(self.parameters(), lr=self.ppo.lr, eps=1e-5, **kind)
 
     def transfer_batch_to_device(self, batch: Any, device: torch.device, dataloader_idx: int) -> Any:
         # A rollout crosses once; on a CPU learner there is nothing to move.
@@ -177,12 +166,9 @@ class PPOModule(L.LightningModule):
     def training_step(self, rollout: Rollout, batch_idx: int) -> None:
         """One rollout's updates, then the checks and statistics that belong to the rollout."""
         start = time.perf_counter()
-        hp = self.hparams
         self.env_steps = rollout.env_steps  # before validation runs at this epoch's end: it logs at these steps
-        remaining = 1.0 - rollout.budget_fraction  # annealing follows the budget
-        lr = hp.lr * (remaining if hp.anneal_lr else 1.0)
-        clip_coef = hp.clip_coef * (remaining if hp.anneal_clip else 1.0)
-        if hp.decoupled and rollout.policy_lag:
+        lr, clip_coef = self.ppo.annealed(rollout.budget_fraction)  # annealing follows the budget
+        if self.ppo.decoupled and rollout.policy_lag:
             rollout = decouple(self.policy, rollout)
         sums, updates, skipped = self._update(rollout, lr, clip_coef)
         self.nonfinite.check_rollout(sums, list(self.policy.parameters()), updates, skipped, rollout.nonfinite,
@@ -193,15 +179,15 @@ class PPOModule(L.LightningModule):
 
     def _update(self, rollout: Rollout, lr: float, clip_coef: float) -> tuple[Tensor, int, int]:
         """``update_epochs`` passes of minibatch steps; the terms summed over the applied updates, their number, skips."""
-        hp = self.hparams
+        ppo = self.ppo
         optimizer = self.optimizers()
         for group in optimizer.param_groups:
             group["lr"] = lr
         sums = torch.zeros(len(LOSS_NAMES), device=self.device)
         updates = skipped = 0
         for minibatch in rollout.minibatches():
-            loss, terms = self.objective(self.objective.prepare(minibatch, hp.norm_adv), clip_coef)
-            if hp.target_kl is not None and self._kl_exceeded(terms):
+            loss, terms = self.objective(self.objective.prepare(minibatch, ppo.norm_adv), clip_coef)
+            if ppo.target_kl is not None and self._kl_exceeded(terms):
                 break  # as SB3: the update that would exceed it is not applied
             if self.nonfinite.skip(terms, self.trainer.strategy):
                 skipped += 1
@@ -215,13 +201,13 @@ class PPOModule(L.LightningModule):
 
     def on_before_optimizer_step(self, optimizer: torch.optim.Optimizer) -> None:
         # Lightning calls this after the mixed-precision unscale (and after DDP's gradient averaging).
-        if self.hparams.max_grad_norm:
-            self.clip_gradients(optimizer, gradient_clip_val=self.hparams.max_grad_norm, gradient_clip_algorithm="norm")
+        if self.ppo.max_grad_norm:
+            self.clip_gradients(optimizer, gradient_clip_val=self.ppo.max_grad_norm, gradient_clip_algorithm="norm")
 
     def _kl_exceeded(self, terms: Tensor) -> bool:
         # This minibatch's KL before its step (SB3's rule), averaged so every rank stops together; a sync per step.
         kl = self.trainer.strategy.reduce(terms[KL_INDEX], reduce_op="mean")
-        return bool(kl > 1.5 * self.hparams.target_kl)
+        return bool(kl > 1.5 * self.ppo.target_kl)
 
     def _update_normalization(self, rollout: Rollout) -> None:
         # After the updates, so that acting on a rollout and learning from it use the same statistics; over the real
@@ -243,8 +229,7 @@ class PPOModule(L.LightningModule):
         losses = self.trainer.strategy.reduce(s.mean_terms(), reduce_op="mean")
         iteration_ms = (time.perf_counter() - self._epoch_start) * 1e3  # after the reduction: the work is done
         elapsed = time.perf_counter() - self._fit_start
-        metrics = s.metrics(losses, updates=self.hparams.target_kl is not None,
-                            skipped=self.hparams.on_nonfinite == "skip")
+        metrics = s.metrics(losses, updates=self.ppo.target_kl is not None, skipped=self.ppo.on_nonfinite == "skip")
         metrics.update({
             "rollout/return_mean": episode_return,
             "rollout/length_mean": episode_length,

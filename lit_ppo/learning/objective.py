@@ -14,7 +14,6 @@ from lit_ppo.learning.losses import normalize_advantages, ppo_loss_terms
 from lit_ppo.networks.actor_critic import ActorCritic
 from lit_ppo.envs.spaces import BoxSpec, spec_from_dict
 
-COMPILE_CHOICES = (False, True, "default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
 
 
 # model.ent_coef's default: 0.01 for continuous (Box, Gaussian) actions, 0 otherwise (SB3's 0). Without a bonus the
@@ -50,7 +49,6 @@ class PPOObjective:
 
     def __init__(self, policy: ActorCritic, vf_coef: float, ent_coef: float, value_clip: Optional[float] = None,
                  compile: Union[bool, str] = False) -> None:
-        require(compile in COMPILE_CHOICES, "model.compile", f"must be one of {COMPILE_CHOICES}, got {compile!r}.")
         # A recurrent core splits each sequence at its episode starts into pieces whose lengths are data: every
         # rollout's shapes differ, so Dynamo breaks the graph and recompiles instead of fusing anything (measured,
         # both beside two other runs: a 4k-step cartpole_pomdp fit took 32 s against 10 s eager, with pages of

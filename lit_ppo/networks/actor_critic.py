@@ -17,6 +17,7 @@ Initialization is PPO's reference one: orthogonal, gain sqrt(2) hidden, 0.01 pol
 
 import math
 from collections.abc import Mapping, Sequence
+from dataclasses import fields
 from typing import Any, Callable, Optional, Union
 
 import torch
@@ -27,12 +28,12 @@ from lit_ppo.networks.distributions import DiagGaussianHead, make_head
 from lit_ppo.networks.encoders import NormalizedObservation, ObservationEncoder, layer_init
 from lit_ppo.errors import ConfigError
 from lit_ppo.networks.normalization import CLIP, RunningMeanStd
-from lit_ppo.networks.recurrent import RecurrentConfig, RecurrentCore
+from lit_ppo.networks.recurrent import RecurrentCore
+from lit_ppo.networks.settings import NetworkSettings
 from lit_ppo.envs.spaces import ActionSpec, ObservationSpec, spec_from_dict
 
-ACTIVATIONS = {"tanh": nn.Tanh, "relu": nn.ReLU}
+ACTIVATIONS = {"tanh": nn.Tanh, "relu": nn.ReLU}  # NetworkSettings' choices, as layers
 # PPOModule's settings that build its policy: what a checkpoint's hyper-parameters rebuild the network from.
-POLICY_SETTINGS = ("hidden_sizes", "encoder", "activation", "network", "recurrent", "log_std_init", "ortho_init")
 
 
 def mlp(in_features: int, hidden_sizes: Sequence[int], out_features: int, out_gain: float,
@@ -100,6 +101,8 @@ class ActorCritic(nn.Module):
         normalize_obs: normalize vector observations by running statistics (clip +-10).
         normalize_reward: keep running statistics of the discounted return, by which rollouts scale rewards.
         recurrent: ``{cell: lstm|gru, hidden_size, layers}`` (:class:`lit_ppo.networks.recurrent.RecurrentConfig`), or None.
+
+    The settings are checked by :class:`lit_ppo.networks.settings.NetworkSettings`, once.
         log_std_init: initial log-std of the Gaussian head (continuous actions): the initial std is its exp.
         ortho_init: PPO's orthogonal initialization of the built-in layers; ``False`` keeps PyTorch's default
             ``reset_parameters`` init (a user's ``network`` keeps its own init either way).
@@ -120,17 +123,10 @@ class ActorCritic(nn.Module):
         ortho_init: bool = True,
     ) -> None:
         super().__init__()
-        if activation not in ACTIVATIONS:
-            raise ConfigError(f"model.activation: {activation!r} is not one of {tuple(ACTIVATIONS)}.")
-        if not (len(hidden_sizes) > 0 and all(h > 0 for h in hidden_sizes)):
-            raise ConfigError(f"model.hidden_sizes: must be positive layer widths, got {list(hidden_sizes)}.")
-        number = isinstance(log_std_init, (int, float)) and not isinstance(log_std_init, bool)
-        if not (number and math.isfinite(log_std_init)):
-            raise ConfigError(f"model.log_std_init: must be a finite number (the initial log-std, e.g. 0 for std 1 "
-                              f"or -2 for std 0.14), got {log_std_init!r}.")
-        if not isinstance(ortho_init, bool):
-            raise ConfigError(f"model.ortho_init: must be true (orthogonal init) or false (PyTorch's default init), "
-                              f"got {ortho_init!r}.")
+        settings = NetworkSettings.parse(hidden_sizes=hidden_sizes, encoder=encoder, activation=activation,
+                                         network=network, recurrent=recurrent, log_std_init=log_std_init,
+                                         ortho_init=ortho_init)
+        hidden_sizes, encoder, activation = list(settings.hidden_sizes), settings.encoder, settings.activation
         self.head = make_head(action)
         if network is not None:
             self.encoder: Union[ObservationEncoder, UserTrunk] = UserTrunk(observation, network, normalize_obs)
@@ -140,12 +136,11 @@ class ActorCritic(nn.Module):
             if self.encoder.image_only:
                 hidden_sizes = []  # the CNN is the trunk (CleanRL / baselines Atari PPO)
         n = self.encoder.num_features
-        config = recurrent if isinstance(recurrent, RecurrentConfig) else RecurrentConfig.parse(recurrent)
-        self.core = RecurrentCore(n, config) if config is not None else None
+        self.core = RecurrentCore(n, settings.recurrent) if settings.recurrent is not None else None
         n = self.core.hidden_size if self.core is not None else n
         self.actor = mlp(n, hidden_sizes, self.head.num_outputs, 0.01, activation)
         self.critic = mlp(n, hidden_sizes, 1, 1.0, activation)
-        if not ortho_init:  # the layers built here, back to PyTorch's own init (the user's network is not ours)
+        if not settings.ortho_init:  # the layers built here, back to PyTorch's own init (the user's network is not ours)
             built = [self.actor, self.critic] + ([self.encoder] if network is None else [])
             built += [self.core] if self.core is not None else []
             kinds = (nn.Linear, nn.Conv2d, nn.LSTM, nn.GRU)
@@ -153,7 +148,8 @@ class ActorCritic(nn.Module):
                 layer.reset_parameters()
         # The Gaussian's state-independent log-std: optimized and saved with the policy; std exp(log_std_init).
         gaussian = isinstance(self.head, DiagGaussianHead)
-        self.log_std = nn.Parameter(torch.full((self.head.num_outputs,), float(log_std_init))) if gaussian else None
+        self.log_std = nn.Parameter(torch.full((self.head.num_outputs,), float(settings.log_std_init))) \
+            if gaussian else None
         self.return_rms = RunningMeanStd(()) if normalize_reward else None
 
     @classmethod
@@ -167,10 +163,8 @@ class ActorCritic(nn.Module):
     def from_settings(cls, settings: Mapping[str, Any]) -> "ActorCritic":
         """The policy of ``PPOModule(**settings)``: ``settings`` its hyper-parameters (a checkpoint's
         ``hyper_parameters``), ``env_spec`` among them; one way to build it for training and for loading."""
-        kwargs = {key: settings[key] for key in POLICY_SETTINGS if key in settings}
-        if "hidden_sizes" in kwargs:
-            kwargs["hidden_sizes"] = list(kwargs["hidden_sizes"])
-        return cls.from_env_spec(settings["env_spec"], **kwargs)
+        network = NetworkSettings.from_hparams(settings)
+        return cls.from_env_spec(settings["env_spec"], **{f.name: getattr(network, f.name) for f in fields(network)})
 
     @property
     def state_size(self) -> int:

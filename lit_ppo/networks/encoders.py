@@ -68,8 +68,6 @@ class ObservationEncoder(nn.Module):
 
     def __init__(self, spec: ObservationSpec, encoder: str = "auto", normalize: bool = False) -> None:
         super().__init__()
-        if encoder not in ENCODERS:
-            raise ConfigError(f"model.encoder: {encoder!r} is not one of {ENCODERS}.")
         self.packed = isinstance(spec, CompositeSpec)
         self.leaves = spec.leaves if self.packed else [spec]
         offsets = [0]
