@@ -19,8 +19,8 @@ from gymnasium import spaces
 from gymnasium.vector import AutoresetMode
 from gymnasium.vector.utils import batch_space
 
-# The first seed from 20261203 whose 16 cases cover every kind (test_space_generator.py checks it).
-SEED = 20261240
+# A seed from 20261203 on whose 14 cases cover every kind with 9 fits (test_space_generator.py checks the kinds).
+SEED = 20261447
 FLOATS = (np.float32, np.float64, np.float16)
 INTEGERS = (np.int8, np.int32, np.int64, np.uint8)
 
@@ -153,7 +153,7 @@ def generated_settings(case: int) -> dict[str, Any]:
     ``action_masks`` (None, ``method`` or ``info``; only for action spaces that have masks). Drawn from a stream of
     their own, so that the spaces of a case do not depend on them."""
     rng = np.random.default_rng([SEED, case, 1])
-    recurrent, normalize, source = rng.random() < 0.35, rng.random() < 0.5, ("method", "info")[rng.integers(2)]
+    recurrent, normalize, source = rng.random() < 0.25, rng.random() < 0.5, ("method", "info")[rng.integers(2)]
     maskable = bool(mask_components(generated_spaces(case)[1]))
     return {"recurrent": bool(recurrent), "normalize": bool(normalize),
             "action_masks": source if maskable and rng.random() < 0.5 else None}
