@@ -445,6 +445,9 @@ def test_0d_box_observations_encode_to_one_feature_each_alone_and_nested():
     inputs.obs_rms.update(inputs.vector_part(torch.tensor([1.0, 3.0])))
     assert inputs.obs_rms.mean.tolist() == [2.0]
     torch.testing.assert_close(inputs(alone), torch.tensor([-1.5, -2.25]))  # (x - 2) / 1
+    # A network that takes [batch] for one sample of features is told the shape it was given.
+    with pytest.raises(ConfigError, match=r"returned \(64,\) for a batch of 2 observations, shape \(2,\) float32"):
+        ActorCritic(observation_spec(SCALAR), DiscreteSpec(2), network="tests.user_networks.Torso")
 
 
 class RolloutShapes(L.Callback):
