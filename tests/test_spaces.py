@@ -2,6 +2,7 @@
 through the real Trainer, normalization statistics in checkpoints, environments from config, and the errors for
 what is not supported."""
 
+import importlib.util
 import json
 import math
 
@@ -11,13 +12,16 @@ import numpy as np
 import pytest
 import torch
 from gymnasium import spaces
+from gymnasium.vector.utils import concatenate, create_empty_array
 
+import lit_ppo
 from lit_ppo import PPODataModule, PPOModule
 from lit_ppo.networks.distributions import BernoulliHead, DiagGaussianHead, MultiCategoricalHead
 from lit_ppo.envs.make import describe_spaces, make_vector_env
 from lit_ppo.errors import ConfigError
 from lit_ppo.collection.evaluation import evaluate_policy
 from lit_ppo.networks.actor_critic import ActorCritic
+from lit_ppo.networks.encoders import NormalizedObservation
 from lit_ppo.networks.normalization import RunningMeanStd
 from lit_ppo.collection.collector import RolloutCollector
 from lit_ppo.envs.spaces import (
@@ -35,6 +39,8 @@ from lit_ppo.envs.spaces import (
     spec_from_dict,
     spec_to_dict,
 )
+from lit_ppo.tools.export import export
+from tests.space_envs import ScalarDictEnv  # also registers LitPPOTest/Scalar-v0
 
 OBSERVATIONS = {
     "box": lambda: spaces.Box(-1.0, 1.0, (3,), np.float32),
@@ -415,6 +421,118 @@ def test_running_statistics_count_exactly_past_float32s_integer_range():
     assert rms.mean.item() == pytest.approx(1 / (2**24 + 1), rel=1e-12)
 
 
+# -- 0-d Box observations (#46) -------------------------------------------------------------------------------
+SCALAR = spaces.Box(-1.0, 1.0, shape=(), dtype=np.float32)
+SCALAR_DICT = ScalarDictEnv().observation_space  # height (0-d), orientations (14,), velocity (9,)
+
+
+def test_0d_box_observations_encode_to_one_feature_each_alone_and_nested():
+    assert observation_spec(SCALAR) == BoxSpec((), "float32") and BoxSpec(()).width == 1
+    alone = batch_observations([np.float32(0.5), -0.25], SCALAR)  # a numpy scalar, a Python float
+    assert alone.shape == (2,) and alone.dtype == torch.float32  # [batch]: the env's shape, as exported files take it
+    encoder = ActorCritic(observation_spec(SCALAR), DiscreteSpec(2), [8], normalize_obs=True).encoder
+    assert encoder.obs_rms.mean.shape == (1,)
+    torch.testing.assert_close(encoder(alone), torch.tensor([[0.5], [-0.25]]))  # count 0: the identity
+    nested = spaces.Tuple((SCALAR, spaces.Dict(height=SCALAR, pose=spaces.Tuple((SCALAR, spaces.Discrete(3))))))
+    obs = [(0.5, {"height": -1.0, "pose": (0.25, 2)}), (0.0, {"height": 1.0, "pose": (-0.5, 0)})]
+    packed = batch_observations(obs, nested)
+    assert packed.tolist() == [[0.5, -1.0, 0.25, 2.0], [0.0, 1.0, -0.5, 0.0]]
+    encoder = ActorCritic(observation_spec(nested), DiscreteSpec(2), [8], normalize_obs=True).encoder
+    assert encoder.obs_rms.mean.shape == (3,)  # the three 0-d parts; the Discrete is one-hot
+    assert encoder(packed).tolist() == [[0.5, -1.0, 0.25, 0.0, 0.0, 1.0], [0.0, 1.0, -0.5, 1.0, 0.0, 0.0]]
+    # A user's network (model.network) gets the observation as stored, [batch], normalized by (1,) statistics.
+    inputs = NormalizedObservation(observation_spec(SCALAR), normalize=True)
+    inputs.obs_rms.update(inputs.vector_part(torch.tensor([1.0, 3.0])))
+    assert inputs.obs_rms.mean.tolist() == [2.0]
+    torch.testing.assert_close(inputs(alone), torch.tensor([-1.5, -2.25]))  # (x - 2) / 1
+    # A network that takes [batch] for one sample of features is told the shape it was given.
+    with pytest.raises(ConfigError, match=r"returned \(64,\) for a batch of 2 observations, shape \(2,\) float32"):
+        ActorCritic(observation_spec(SCALAR), DiscreteSpec(2), network="tests.user_networks.Torso")
+
+
+class RolloutShapes(L.Callback):
+    def __init__(self):
+        self.rollouts = []
+
+    def on_train_batch_start(self, trainer, pl_module, batch, batch_idx):
+        self.rollouts.append(batch)
+
+
+# data.env_id and the settings of each fit: the env alone or in a Dict, with recurrent cores, masks from the env's
+# method or its info, and every kind of vectorization (native: ScalarVectorEnv, next-step autoreset) and overlap.
+SCALAR_FITS = {
+    "alone-recurrent-masks": dict(env_id="tests.space_envs:ScalarEnv", action_masks="method",
+                                  recurrent={"cell": "gru", "hidden_size": 8}),
+    "dict-async-masks": dict(env_id="tests.space_envs:ScalarDictEnv", vectorization="async", action_masks="info"),
+    "alone-native": dict(env_id="LitPPOTest/Scalar-v0", vectorization="native"),
+    "dict-overlap-recurrent": dict(env_id="tests.space_envs:ScalarDictEnv", overlap=True,
+                                   recurrent={"cell": "lstm", "hidden_size": 8}),
+}
+
+
+@pytest.mark.parametrize("name", list(SCALAR_FITS))
+def test_0d_observations_train_validate_predict_and_export(name, tmp_path, no_child_left):
+    settings = dict(SCALAR_FITS[name])
+    recurrent = settings.pop("recurrent", None)
+    torch.manual_seed(0)
+    dm = PPODataModule(**settings, num_envs=2, num_steps=8, total_timesteps=3 * 16, update_epochs=2,
+                       minibatch_size=8, eval_episodes=2, seed=0)
+    model = PPOModule(env_spec=dm.env_spec, hidden_sizes=[16], recurrent=recurrent)
+    rollouts, recorder = RolloutShapes(), Recorder()
+    trainer = _trainer(tmp_path, callbacks=[rollouts, recorder])
+    trainer.fit(model, dm)
+    width = 1 if "Dict" not in settings["env_id"] else 24
+    assert [r.obs.shape for r in rollouts.rollouts] == [(16,) if width == 1 else (16, 24)] * 3
+    assert len(recorder.grads_finite) == 3 * 2 * 2 and all(recorder.grads_finite)
+    obs_rms = model.policy.encoder.obs_rms
+    assert obs_rms.mean.shape == (width,) and obs_rms.count > 0  # normalize_obs is on by default
+    if settings.get("action_masks"):  # every stored action was valid under its mask
+        assert all(r.action_masks.gather(1, r.actions.view(-1, 1)).all() for r in rollouts.rollouts)
+    [result] = trainer.validate(model, dm, verbose=False)
+    assert math.isfinite(result["eval/return_mean"])
+    trainer.save_checkpoint(tmp_path / "policy.ckpt")
+
+    # One observation (for the 0-d Box: a Python float too) and a batch, as gymnasium gives them.
+    space = SCALAR if width == 1 else SCALAR_DICT
+    space.seed(1)
+    samples = [space.sample() for _ in range(5)]
+    batch = concatenate(space, samples, create_empty_array(space, 5))
+    masks = np.array([[True, False, True]] * 5) if settings.get("action_masks") else None
+    kwargs = {} if masks is None else {"action_masks": masks}
+    policy = lit_ppo.load_policy(tmp_path / "policy.ckpt")
+    actions, state = policy.predict(batch, deterministic=True, **kwargs)
+    assert actions.shape == (5,) and (state is None) == (recurrent is None)
+    assert masks is None or not (actions == 1).any()
+    one = float(samples[0]) if width == 1 else samples[0]
+    single, _ = policy.predict(one, deterministic=True, **({} if masks is None else {"action_masks": masks[0]}))
+    assert single == actions[0]
+
+    # Exported files take [batch] (alone) or [batch, 24] (packed Dict) float32 and act as the checkpoint does.
+    formats = ["torchscript"] + (["onnx"] if all(importlib.util.find_spec(m) for m in ("onnx", "onnxscript",
+                                                                                      "onnxruntime")) else [])
+    for fmt in formats:
+        path = tmp_path / f"policy.{'pt' if fmt == 'torchscript' else 'onnx'}"
+        signature = export(tmp_path / "policy.ckpt", fmt, path)
+        assert signature.startswith(f"input 'obs' float32 [batch{'' if width == 1 else ', 24'}]"), signature
+        exported, _ = lit_ppo.load_policy(path).predict(batch, deterministic=True, **kwargs)
+        np.testing.assert_array_equal(exported, actions)
+
+
+@pytest.mark.parametrize("env", ["ScalarEnv", "ScalarDictEnv"])
+def test_a_0d_observation_env_fits_predicts_and_exports_from_the_command_line(cli, tmp_path, env):
+    cli("fit", "--data.env_id", f"tests.space_envs:{env}", "--data.num_envs", "2", "--data.num_steps", "8",
+        "--data.total_timesteps", "32", "--data.minibatch_size", "8", "--data.eval_episodes", "2",
+        "--trainer.enable_progress_bar", "false", "--trainer.logger", "false", cwd=tmp_path)
+    ckpt = tmp_path / "checkpoints/last.ckpt"
+    predicted = cli("predict", "--ckpt_path", ckpt, "--data.eval_episodes", "3", cwd=tmp_path).stdout
+    assert "predict: 3 episodes" in predicted
+    fmt = "onnx" if importlib.util.find_spec("onnxruntime") else "torchscript"
+    exported = cli("export", "--ckpt_path", ckpt, "--format", fmt, cwd=tmp_path).stdout
+    shape = "[batch]" if env == "ScalarEnv" else "[batch, 24]"
+    assert f"input 'obs' float32 {shape} -> output 'action' int64 [batch]" in exported
+    assert ckpt.with_suffix(".onnx" if fmt == "onnx" else ".pt").exists()
+
+
 # -- environments from config ---------------------------------------------------------------------------------
 USER_ENV = '''
 import gymnasium as gym
@@ -505,6 +623,20 @@ def test_unsupported_observation_spaces_are_named(space):
         observation_spec(space)
     name = "Text" if isinstance(space, spaces.Dict) else type(space).__name__
     assert f"{name}(" in str(err.value)
+
+
+@pytest.mark.parametrize("role,space,part", [
+    ("observation", spaces.Box(0, 255, (36, 36, 0), np.uint8), "Box([], [], (36, 36, 0), uint8)"),
+    ("observation", spaces.Dict(fine=spaces.Discrete(2), empty=spaces.Tuple((spaces.MultiDiscrete([]),))),
+     "whose key 'empty' is Tuple(MultiDiscrete([])), whose item 0 is MultiDiscrete([])"),
+    ("action", spaces.MultiDiscrete([]), "action space MultiDiscrete([])"),
+    ("action", spaces.Box(-1.0, 1.0, (2, 0)), "action space Box([], [], (2, 0), float32)"),
+], ids=["image-without-channels", "nested-empty-part", "empty-multi-discrete-action", "empty-box-action"])
+def test_spaces_with_no_values_are_refused_naming_the_part(role, space, part):
+    # Before: a CNN over 0 channels or a head over no components crashed; a Box((0,)) trained blind.
+    with pytest.raises(UnsupportedSpaceError, match="has no values") as err:
+        (observation_spec if role == "observation" else action_spec)(space)
+    assert part in str(err.value)
 
 
 def test_unsupported_action_space_is_named():

@@ -161,7 +161,15 @@ def _unsupported(where: str, space: spaces.Space, hint: str = "") -> Unsupported
     return UnsupportedSpaceError(f"{where} {space}, which is not supported (supported: {SUPPORTED}).{hint}")
 
 
+def _empty(where: str, space: spaces.Space) -> UnsupportedSpaceError:
+    return UnsupportedSpaceError(
+        f"{where} {space}, which has no values (shape {space.shape}: an axis of size 0), so the policy could neither "
+        "see nor choose anything through it. Give it a size, or remove it with a wrapper (data.wrappers).")
+
+
 def observation_spec(space: spaces.Space, where: str = "observation space") -> ObservationSpec:
+    if isinstance(space, (spaces.Box, spaces.MultiDiscrete, spaces.MultiBinary)) and math.prod(space.shape) == 0:
+        raise _empty(where, space)  # a zero-width part: an image CNN over 0 channels, or a policy blind to it
     if isinstance(space, spaces.Box):
         shape = tuple(int(s) for s in space.shape)
         # uint8 in [0, 255] with 2 or 3 axes is an image (as SB3 decides); other uint8 boxes are plain vectors.
@@ -186,6 +194,8 @@ def observation_spec(space: spaces.Space, where: str = "observation space") -> O
 
 
 def action_spec(space: spaces.Space, where: str = "action space") -> ActionSpec:
+    if isinstance(space, (spaces.Box, spaces.MultiDiscrete, spaces.MultiBinary)) and math.prod(space.shape) == 0:
+        raise _empty(where, space)
     if isinstance(space, spaces.Discrete):
         return DiscreteSpec(int(space.n))
     if isinstance(space, spaces.Box):

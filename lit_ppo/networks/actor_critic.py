@@ -71,8 +71,10 @@ class UserTrunk(nn.Module):
                 ) from err
         if not isinstance(out, Tensor) or out.dim() != 2 or out.shape[0] != 2:
             shape = tuple(out.shape) if isinstance(out, Tensor) else type(out).__name__
+            # The input shape says why, e.g. a 0-d Box observation arrives as [batch], not [batch, 1].
             raise ConfigError(f"model.network: {class_path} must return features of shape [batch, n]; it returned "
-                              f"{shape} for a batch of 2.")
+                              f"{shape} for a batch of 2 observations, shape {tuple(example.shape)} "
+                              f"{str(example.dtype).removeprefix('torch.')}.")
         self.num_features = int(out.shape[1])
 
     @property

@@ -43,6 +43,12 @@ def nature_cnn(channels: int, height: int, width: int, features: int = CNN_FEATU
     return nn.Sequential(*convs, layer_init(nn.Linear(flat, features), math.sqrt(2)), nn.ReLU())
 
 
+def rows(x: Tensor) -> Tensor:
+    """``x`` as one flat row per sample, ``[batch, n]``: a 0-d part (``Box(shape=())``) is ``[batch]`` and gets an axis.
+    Not ``reshape(batch, -1)``, which an empty batch cannot take."""
+    return x.flatten(1) if x.dim() > 1 else x.unsqueeze(1)
+
+
 def _uses_cnn(leaf: ObservationSpec, encoder: str) -> bool:
     if not isinstance(leaf, BoxSpec) or encoder == "mlp" or len(leaf.shape) not in (2, 3):
         return False
@@ -114,8 +120,8 @@ class ObservationEncoder(nn.Module):
         if not self.vector_idx:
             return None
         if len(self.vector_idx) == 1:  # the common case, a flat Box: no copy
-            return parts[self.vector_idx[0]].flatten(1).float()
-        return torch.cat([parts[i].flatten(1).float() for i in self.vector_idx], 1)
+            return rows(parts[self.vector_idx[0]]).float()
+        return torch.cat([rows(parts[i]).float() for i in self.vector_idx], 1)
 
     def vector_part(self, obs: Tensor) -> Optional[Tensor]:
         """The un-normalized vector features of ``obs``: what the observation statistics are computed from."""
@@ -134,14 +140,14 @@ class ObservationEncoder(nn.Module):
         if vector is not None:
             features.append(self.obs_rms.normalize(vector) if self.obs_rms is not None else vector)
         for i in self.pixel_idx:
-            features.append(parts[i].flatten(1).float() / 255.0)
+            features.append(rows(parts[i]).float() / 255.0)
         for i, cnn in zip(self.cnn_idx, self.cnns):
             features.append(cnn(self._image(parts[i], self.leaves[i])))
         for i in self.onehot_idx:
-            index = parts[i].long().reshape(parts[i].shape[0], -1)
+            index = rows(parts[i].long())
             features += [F.one_hot(index[:, j], n).float() for j, n in enumerate(self.leaves[i].categories)]
         for i in self.binary_idx:
-            features.append(parts[i].flatten(1).float())
+            features.append(rows(parts[i]).float())
         return features[0] if len(features) == 1 else torch.cat(features, 1)
 
 
@@ -157,9 +163,9 @@ class NormalizedObservation(nn.Module):
         self.obs_rms = RunningMeanStd((spec.width,)) if normalize and vector else None
 
     def vector_part(self, obs: Tensor) -> Optional[Tensor]:
-        return obs.flatten(1).float() if self.obs_rms is not None else None
+        return rows(obs).float() if self.obs_rms is not None else None
 
     def forward(self, obs: Tensor) -> Tensor:
         if self.obs_rms is None:
             return obs
-        return self.obs_rms.normalize(obs.flatten(1).float()).reshape(obs.shape)
+        return self.obs_rms.normalize(rows(obs).float()).reshape(obs.shape)
