@@ -87,11 +87,12 @@ def _child(conn: socket.socket, server: socket.socket, request_: dict, fds: list
 
 
 def serve(address: str) -> None:
+    # This checkout's lit_ppo (as run_cli's PYTHONPATH gives a fresh process), and tests.docs_shim, tests.faulty_envs
+    sys.path.insert(0, str(REPO))
     import lit_ppo.cli  # noqa: F401  (what every child would import first: torch, Lightning, gymnasium)
     import lit_ppo.tools.export  # noqa: F401
     import lit_ppo.tools.plot  # noqa: F401
 
-    sys.path.insert(0, str(REPO))  # tests.docs_shim, tests.faulty_envs
     parent = os.getppid()
     with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as server:
         server.bind(address)
