@@ -164,8 +164,8 @@ class OverlappedRolloutDataset(IterableDataset):
         self.resume = ResumePoint.from_state(state)
         return None
 
-    def restart_at(self, iterations: int) -> None:
-        self.resume = ResumePoint(iterations=iterations)
+    def restart_at(self, iterations: int, env_steps: Optional[int] = None) -> None:
+        self.resume = ResumePoint(iterations=iterations, env_steps=env_steps)
 
     def close(self) -> None:
         if self.collector is not None:

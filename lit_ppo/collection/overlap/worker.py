@@ -41,11 +41,11 @@ def collect_in_process(recipe, policy: ActorCritic, behaviour: dict[str, torch.T
         if resume.collector is not None:
             note = dataset.load_state_dict({"collector": resume.collector})
         elif resume.iterations is not None:
-            dataset.restart_at(resume.iterations)
+            dataset.restart_at(resume.iterations, resume.env_steps)
         waiting = dataset.clock.phase("weights_wait_ms")  # 0 for the first rollout, which waits for nothing
         slots: Optional[SharedTensors] = None
         number = 0  # rollouts collected by this process: its rollout slots alternate by this
-        while dataset.collector.iterations < recipe.num_iterations:
+        while not dataset.budget_spent:
             if number:
                 with waiting:
                     version = _next_version(weights, stop)
