@@ -93,3 +93,26 @@ def test_plot_never_writes_over_a_checkpoint(cli_in_process, tmp_path, checkpoin
     proc = cli_in_process("plot", str(tmp_path), "--out", "last.ckpt", cwd=tmp_path)
     one_error(proc, "--out: last.ckpt is a checkpoint", tool="plot")
     assert sha(tmp_path / "last.ckpt") == digest
+
+
+def test_load_policy_tells_a_file_by_its_content_not_its_name(cli_in_process, tmp_path, checkpoint):
+    # Before: a checkpoint saved as model.pt was "not a file lit_ppo export wrote", by its suffix alone.
+    import numpy as np
+
+    import lit_ppo
+
+    shutil.copy(checkpoint, tmp_path / "model.pt")
+    proc = cli_in_process("export", "--ckpt_path", checkpoint, "--format", "torchscript", "--output", "policy.pt",
+                          cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    (tmp_path / "policy.pt").rename(tmp_path / "policy.bin")  # an exported file under a name that says nothing
+    obs = np.zeros(4, np.float32)
+    for name in ("model.pt", "policy.bin"):
+        action, _ = lit_ppo.load_policy(tmp_path / name).predict(obs, deterministic=True)
+        assert action == lit_ppo.load_policy(checkpoint).predict(obs, deterministic=True)[0], name
+    if __import__("importlib").util.find_spec("onnxruntime") is not None:
+        proc = cli_in_process("export", "--ckpt_path", checkpoint, "--format", "onnx", "--output", "policy.onnx",
+                              cwd=tmp_path)
+        assert proc.returncode == 0, proc.stderr[-2000:]
+        (tmp_path / "policy.onnx").rename(tmp_path / "policy.model")
+        assert lit_ppo.load_policy(tmp_path / "policy.model").predict(obs, deterministic=True)[0] == action

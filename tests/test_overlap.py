@@ -134,6 +134,16 @@ def test_acting_on_the_learner_is_refused_with_overlap(cli_in_process, tmp_path,
     assert not (tmp_path / "runs").exists() or not list((tmp_path / "runs").rglob("*.ckpt"))
 
 
+def test_acting_on_cuda_without_one_is_refused_with_advice_overlap_takes(cli_in_process, tmp_path, no_child_left):
+    # Before: "Use 'cpu' or 'auto'", and 'auto' was then refused by data.overlap.
+    proc = cli_in_process("fit", *BASE, "--model.actor_device", "cuda", "--trainer.accelerator", "cpu",
+                          "--trainer.logger", "false", cwd=tmp_path)
+    errors = [line for line in proc.stderr.splitlines() if line.startswith("lit_ppo: error:")]
+    assert proc.returncode == 2 and len(errors) == 1, proc.stderr[-3000:]
+    assert "model.actor_device: 'cuda' needs a CUDA learner" in errors[0] and "Use 'cpu'" in errors[0]
+    assert "auto" not in errors[0]
+
+
 def test_an_environment_error_in_the_collector_is_the_synchronous_error(cli, tmp_path):
     args = ["fit", *BASE, "--data.env_id", FAULTY, "--data.total_timesteps", str(10 * 256), "--trainer.logger",
             "false"]
