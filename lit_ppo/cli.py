@@ -260,6 +260,27 @@ def main(args: Optional[list[str]] = None) -> None:
         _fail(explain_lightning_error(err), every_rank=True)
     except (ConfigError, EnvStepError, NonFiniteError) as err:
         _fail(err, getattr(err, "every_rank", False))
+    except RuntimeError as err:
+        if not lost_peer(err):
+            raise
+        print(f"lit_ppo: error: rank {torch.distributed.get_rank()} lost contact with another process of the run "
+              f"({str(err).splitlines()[0].split('. This is typically')[0][:300]}): that process ended or its machine went away; see its own output "
+              "for why. The last checkpoint saved before it is unchanged: resume with --ckpt_path last.",
+              file=sys.stderr)
+        sys.exit(2)  # the process group is not destroyed: that is a collective, with a peer that is gone
+
+
+# What gloo and NCCL say when a peer process has gone (killed, crashed, its machine lost)
+LOST_PEER = ("Connection reset by peer", "Connection closed by peer", "Broken pipe", "NCCL communicator was aborted",
+             "Socket Timeout", "Connection refused")
+
+
+def lost_peer(err: RuntimeError) -> bool:
+    """Whether ``err`` is a collective failing because another rank of this run is gone."""
+    if not (torch.distributed.is_available() and torch.distributed.is_initialized()
+            and torch.distributed.get_world_size() > 1):
+        return False
+    return isinstance(err, torch.distributed.DistError) or any(words in str(err) for words in LOST_PEER)
 
 
 def _fail(err: Exception, every_rank: bool) -> None:
