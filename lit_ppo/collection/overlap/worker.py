@@ -7,6 +7,7 @@ target function, and with Lightning imported a collector took 5.0 s from its sta
 AMD EPYC Zen 3, 2026-12-03).
 """
 
+import multiprocessing
 import pickle
 import queue
 import signal
@@ -33,6 +34,10 @@ def collect_in_process(recipe, policy: ActorCritic, behaviour: dict[str, torch.T
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     torch.set_num_threads(1)  # acting is small and serial: the other cores are the learner's
+    # A spawned process starts its own children by spawn too; async env workers start here as the synchronous path
+    # starts them (the platform's default: fork on Linux), whose semaphores are not named: a collector killed with
+    # its workers then leaves none for the resource tracker to warn about as leaked.
+    multiprocessing.set_start_method(None, force=True)
     dataset = None
     try:
         policy.load_state_dict(behaviour)
