@@ -85,6 +85,10 @@ class CollectorProcess:
         while True:
             try:
                 return self.rollouts.get(timeout=POLL_S)
+            except (EOFError, OSError) as err:  # its shared tensors come through the collector, which has ended
+                return CollectorFailed(CollectorError(
+                    f"the collector process of rank {self.rank} ended (exit code {self.process.exitcode}) before its "
+                    f"message could be read ({type(err).__name__}); the last checkpoint saved before it is unchanged."))
             except queue.Empty:
                 if not self.process.is_alive():
                     try:  # its last message may still be on the way

@@ -68,6 +68,11 @@ def collect_in_process(recipe, policy: ActorCritic, behaviour: dict[str, torch.T
             pass
     except Exception as err:  # sent back and raised by the learner, as the synchronous path raises it
         rollouts.put(CollectorFailed(_sendable(err)))
+        # Stay until stopped: the shared tensors of a message still queued (the first rollout's slots) reach the
+        # learner through this process, which hands their file descriptors over as the learner reads the message;
+        # a collector gone by then failed that read (EOFError) instead of reporting this error.
+        while not stop.wait(POLL_S) and _learner_alive():
+            pass
     finally:
         if stop.is_set():
             rollouts.cancel_join_thread()  # nobody reads a rollout collected after the stop
