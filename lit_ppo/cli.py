@@ -124,7 +124,8 @@ class PPOCLI(LightningCLI):
         if model.hparams.actor_device == "cuda" and not isinstance(trainer.accelerator, CUDAAccelerator):
             # data.overlap acts on the CPU only (PPODataModule.set_policy refuses the rest): no advice it then refuses
             overlap = bool(getattr(self.datamodule, "hparams", {}).get("overlap"))
-            options = "'cpu' (data.overlap acts on the CPU)" if overlap else "'cpu' or 'auto', or --trainer.accelerator gpu"
+            options = ("'cpu' (data.overlap acts on the CPU)" if overlap
+                       else "'cpu' or 'auto', or --trainer.accelerator gpu")
             raise ConfigError(
                 f"model.actor_device: 'cuda' needs a CUDA learner, but the Trainer runs on "
                 f"{type(trainer.accelerator).__name__} (CUDA available: {torch.cuda.is_available()}). "
@@ -263,9 +264,10 @@ def main(args: Optional[list[str]] = None) -> None:
     except RuntimeError as err:
         if not lost_peer(err):
             raise
+        reason = str(err).splitlines()[0].split(". This is typically")[0][:300]  # gloo's first sentence
         print(f"lit_ppo: error: rank {torch.distributed.get_rank()} lost contact with another process of the run "
-              f"({str(err).splitlines()[0].split('. This is typically')[0][:300]}): that process ended or its machine went away; see its own output "
-              "for why. The last checkpoint saved before it is unchanged: resume with --ckpt_path last.",
+              f"({reason}): that process ended or its machine went away; see its own output for why. The last "
+              "checkpoint saved before it is unchanged: resume with --ckpt_path last.",
               file=sys.stderr)
         sys.exit(2)  # the process group is not destroyed: that is a collective, with a peer that is gone
 

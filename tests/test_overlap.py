@@ -219,7 +219,8 @@ def test_a_killed_collector_with_async_envs_is_one_line(tmp_path):
                             stderr=subprocess.PIPE, text=True, start_new_session=True)
     try:
         wait_for_file(tmp_path / "runs/cartpole/checkpoints/last.ckpt", proc)
-        [collector] = [p for p in psutil.Process(proc.pid).children() if "resource_tracker" not in " ".join(p.cmdline())]
+        children = psutil.Process(proc.pid).children()
+        [collector] = [p for p in children if "resource_tracker" not in " ".join(p.cmdline())]
         assert len(collector.children()) == 2  # its env workers
         collector.kill()
         _, err = proc.communicate(timeout=60)

@@ -40,7 +40,8 @@ def test_good_inputs_still_act(policy):
 
 @pytest.mark.parametrize("observation, message", [
     (np.array([0.5, np.nan, 0.5, 0.5], np.float32), r"observation: non-finite value nan at index \[1\]"),
-    (np.array([[0.5] * 4, [0.5, 0.5, 0.5, np.inf]], np.float32), r"observation: non-finite value inf at index \[1, 3\]"),
+    (np.array([[0.5] * 4, [0.5, 0.5, 0.5, np.inf]], np.float32),
+     r"observation: non-finite value inf at index \[1, 3\]"),
     (np.array(["a", "b", "c", "d"]), r"observation: expected numbers for Box\(0.0, 1.0, \(4,\), float32\), got an "
                                      r"array of <U1"),
 ], ids=["nan", "inf-in-a-batch", "strings"])

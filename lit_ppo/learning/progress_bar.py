@@ -22,8 +22,8 @@ class EnvStepProgressBar(TQDMProgressBar):
 
         env steps:  41%|████      | 41k/100k [00:09<00:13, 4.5kstep/s, rollout/return_mean=187.3, time/sps=4512]
 
-    The total is the budget (the rollouts that fit in it after the steps done), or a smaller ``trainer.max_epochs``. With a
-    data module that has no ``steps_per_iteration`` it is Lightning's bar unchanged.
+    The total is the budget (the rollouts that fit in it after the steps done, a checkpoint's on a resume), or a
+    smaller ``trainer.max_epochs``. With a data module that has no ``steps_per_iteration`` it is Lightning's bar unchanged.
     """
 
     def _steps_per_iteration(self, trainer: "L.Trainer") -> Optional[int]:
