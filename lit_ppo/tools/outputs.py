@@ -43,13 +43,16 @@ def check_output(path: Path, option: str, inputs: Sequence[Optional[Path]] = ())
         if path.exists():
             with open(path, "ab"):  # opened for writing without changing it
                 pass
+    except OSError as err:
+        raise ConfigError(f"{option}: {path} exists and cannot be written ({err.strerror or err}); choose another "
+                          "file.") from None
+    try:  # the output is written beside its path and renamed over it: the directory must take a new file
         fd, probe = tempfile.mkstemp(dir=ancestor, prefix=".lit_ppo-probe-")
         os.close(fd)
         os.unlink(probe)
     except OSError as err:
-        where = (f"{path} exists and cannot be written" if path.exists() and not isinstance(err, FileNotFoundError)
-                 else f"cannot write {path}: the directory {ancestor} is not writable")
-        raise ConfigError(f"{option}: {where} ({err.strerror or err}); choose another path.") from None
+        raise ConfigError(f"{option}: cannot write {path}: the directory {ancestor} is not writable "
+                          f"({err.strerror or err}); choose another path.") from None
 
 
 @contextlib.contextmanager
