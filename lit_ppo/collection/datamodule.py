@@ -302,5 +302,5 @@ def saved_env_steps(rank_state: dict[str, Any]) -> Optional[int]:
     """The run's environment steps in one rank's checkpointed rollout state (a synchronous collector's, an overlapped
     one's, or a rank restarted without a rollout since), or None where it was saved before the count was kept."""
     collector = rank_state.get("collector")
-    value = (collector or {}).get("env_steps") if collector is not None else rank_state.get("env_steps")
+    value = collector.get("env_steps") if collector is not None else rank_state.get("env_steps")
     return None if value is None else int(value)
