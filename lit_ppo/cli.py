@@ -17,6 +17,7 @@ from lightning.pytorch.utilities import rank_zero_only, rank_zero_warn
 
 from lit_ppo.callbacks import default_callbacks
 from lit_ppo.checkpointing.settings import POLICY_DATA_KEYS, data_settings_from_checkpoint, model_settings_from_checkpoint
+from lit_ppo.checkpointing import files
 from lit_ppo.checkpointing.files import check_checkpoint_file
 from lit_ppo.checkpointing.io import CheckedCheckpointIO, check_fresh_checkpoint_dirs
 from lit_ppo.config_checks import check_command_line, explicit_settings
@@ -44,7 +45,15 @@ CLI_DEFAULTS: dict = {"seed_everything_default": 1, "trainer_defaults": {
 class PPOCLI(LightningCLI):
     def __init__(self, *args, run_subcommand: Optional[str] = None, **kwargs) -> None:
         self.run_subcommand = run_subcommand
-        super().__init__(*args, **kwargs)
+        # From lit_ppo's check of --ckpt_path (parse_arguments) until LightningCLI has read the file again (before
+        # before_instantiate_classes): a file cut short in between is named, not met as torch's traceback.
+        self.ckpt_path_read: Optional[str] = None
+        try:
+            super().__init__(*args, **kwargs)
+        except Exception:
+            if self.ckpt_path_read is not None:
+                files.check_checkpoint_file(self.ckpt_path_read)  # raises, naming the file, where it changed
+            raise
 
     def subcommands(self) -> dict[str, set[str]]:
         # Each subcommand's parser is built from the Trainer's, the model's and the data's signatures (~50 ms
@@ -65,6 +74,7 @@ class PPOCLI(LightningCLI):
         parser.link_arguments("data.env_spec", "model.env_spec", apply_on="instantiate")
 
     def before_instantiate_classes(self) -> None:
+        self.ckpt_path_read = None
         config = self.config.get(self.subcommand, self.config) if self.subcommand else self.config
         threads = config.get("torch_threads")
         if threads is not None:
@@ -81,6 +91,7 @@ class PPOCLI(LightningCLI):
             return
         ckpt_path = self.config[subcommand].get("ckpt_path")
         checkpoint = check_checkpoint_file(ckpt_path)
+        self.ckpt_path_read = ckpt_path if checkpoint is not None else None
         if checkpoint is not None and checkpoint.get("hyper_parameters"):
             # The settings that define the trained policy follow the checkpoint file unless set to something else
             # (then refused; lit_ppo.checkpointing.settings), the environment first. LightningCLI next replaces the
@@ -111,10 +122,14 @@ class PPOCLI(LightningCLI):
                 "fewer (or --trainer.num_nodes to spread over machines)."
             )
         if model.hparams.actor_device == "cuda" and not isinstance(trainer.accelerator, CUDAAccelerator):
+            # data.overlap acts on the CPU only (PPODataModule.set_policy refuses the rest): no advice it then refuses
+            overlap = bool(getattr(self.datamodule, "hparams", {}).get("overlap"))
+            options = ("'cpu' (data.overlap acts on the CPU)" if overlap
+                       else "'cpu' or 'auto', or --trainer.accelerator gpu")
             raise ConfigError(
                 f"model.actor_device: 'cuda' needs a CUDA learner, but the Trainer runs on "
                 f"{type(trainer.accelerator).__name__} (CUDA available: {torch.cuda.is_available()}). "
-                "Use 'cpu' or 'auto', or --trainer.accelerator gpu."
+                f"Use {options}."
             )
 
     def before_fit(self) -> None:
@@ -246,6 +261,28 @@ def main(args: Optional[list[str]] = None) -> None:
         _fail(explain_lightning_error(err), every_rank=True)
     except (ConfigError, EnvStepError, NonFiniteError) as err:
         _fail(err, getattr(err, "every_rank", False))
+    except RuntimeError as err:
+        if not lost_peer(err):
+            raise
+        reason = str(err).splitlines()[0].split(". This is typically")[0][:300]  # gloo's first sentence
+        print(f"lit_ppo: error: rank {torch.distributed.get_rank()} lost contact with another process of the run "
+              f"({reason}): that process ended or its machine went away; see its own output for why. The last "
+              "checkpoint saved before it is unchanged: resume with --ckpt_path last.",
+              file=sys.stderr)
+        sys.exit(2)  # the process group is not destroyed: that is a collective, with a peer that is gone
+
+
+# What gloo and NCCL say when a peer process has gone (killed, crashed, its machine lost)
+LOST_PEER = ("Connection reset by peer", "Connection closed by peer", "Broken pipe", "NCCL communicator was aborted",
+             "Socket Timeout", "Connection refused")
+
+
+def lost_peer(err: RuntimeError) -> bool:
+    """Whether ``err`` is a collective failing because another rank of this run is gone."""
+    if not (torch.distributed.is_available() and torch.distributed.is_initialized()
+            and torch.distributed.get_world_size() > 1):
+        return False
+    return isinstance(err, torch.distributed.DistError) or any(words in str(err) for words in LOST_PEER)
 
 
 def _fail(err: Exception, every_rank: bool) -> None:

@@ -64,6 +64,8 @@ def check_command_line(args: Optional[list[str]]) -> None:
     for path in paths:
         if isinstance(path, str) and "." in path and not path.lstrip().startswith(("{", "[")):
             _check_importable(path)
+        elif isinstance(path, str) and _bare_name(path):
+            _check_known_logger(path.strip())
 
 
 def _check_importable(class_path: str) -> None:
@@ -77,6 +79,32 @@ def _check_importable(class_path: str) -> None:
         package, install = LOGGER_PACKAGES[name]
         raise ConfigError(f"trainer.logger: {name} needs the {package} package, which is not installed: {install} "
                           "(or leave that logger out).")
+
+
+def _bare_name(value: str) -> bool:
+    """A class name without its module (``CSVLogger``), as jsonargparse resolves among the loggers imported; not a
+    YAML value (``false``, ``null``)."""
+    try:
+        parsed = yaml.safe_load(value)
+    except yaml.YAMLError:
+        return False
+    return isinstance(parsed, str) and parsed.strip().isidentifier()
+
+
+def _check_known_logger(name: str) -> None:
+    # jsonargparse takes a bare name only for a Logger subclass already imported; anything else ended in its dump of
+    # every type the union allows, without the fix
+    from lightning.pytorch.loggers import Logger
+
+    known, todo = set(), [Logger]
+    while todo:
+        cls = todo.pop()
+        known.add(cls.__name__)
+        todo.extend(cls.__subclasses__())
+    if name not in known:
+        raise ConfigError(f"trainer.logger: cannot import {name} (no logger class of that name is imported). "
+                          f"Lightning's loggers are lightning.pytorch.loggers.{{{LOGGERS}}} (by that name or the "
+                          "whole path; your own by its whole path, my_pkg.MyLogger); false logs nothing.")
 
 
 def explicit_settings(args: Optional[list[str]]) -> set[str]:

@@ -61,6 +61,43 @@ def test_an_environment_failing_on_rank_1_only_stops_every_rank_with_one_error_l
         assert noise not in out, out
 
 
+def test_an_environment_failing_early_in_a_collector_on_rank_1_is_one_error_line(tmp_path):
+    # data.overlap: rank 1's collector fails in its second rollout, while its learner may still be reading the first,
+    # whose shared tensors come through the collector. Before: the collector had ended by then, and rank 1 died of
+    # an EOFError traceback in that read (rank 0 of gloo's "Connection closed by peer").
+    proc = _popen(["fit", *DDP, "--data.overlap", "true", "--data.env_id", FAULTY, "--data.total_timesteps",
+                   str(10 * 512)], tmp_path, LIT_PPO_TEST_RAISE_AT="40", LIT_PPO_TEST_FAULTY_SEED="11")
+    out, _ = proc.communicate(timeout=180)
+    assert proc.returncode == 2, out
+    errors = [line for line in out.splitlines() if line.startswith("lit_ppo: error:")]
+    assert len(errors) == 1 and "on rank 1, sub-environment 2 at its step 40" in errors[0], out[-3000:]
+    for noise in ("Traceback", "Connection closed", "leaked semaphore"):
+        assert noise not in out, out[-3000:]
+
+
+def test_rank_0_killed_ends_rank_1_with_one_error_line(tmp_path):
+    # SIGKILL: rank 0 gets no say. Before: rank 1 printed gloo's "Connection reset by peer" traceback.
+    from tests.conftest import session_processes
+
+    proc = subprocess.Popen([sys.executable, "-m", "lit_ppo", "fit", *DDP, "--data.total_timesteps", str(4000 * 512)],
+                            cwd=tmp_path, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            start_new_session=True)
+    last = tmp_path / "runs/cartpole/checkpoints/last.ckpt"
+    wait_for_file(last, proc)
+    digest = last.read_bytes()
+    proc.kill()
+    try:
+        out, _ = proc.communicate(timeout=60)  # the pipe closes when rank 1, which shares it, has ended too
+    finally:
+        for left in session_processes(proc.pid):
+            left.kill()
+    errors = [line for line in out.splitlines() if line.startswith("lit_ppo: error:")]
+    assert len(errors) == 1 and "rank 1 lost contact with another process" in errors[0], out[-3000:]
+    assert "--ckpt_path last" in errors[0]  # gloo's own words (reset, closed, broken pipe) depend on the moment
+    assert "Traceback" not in out and "[rank1]:" not in out, out[-3000:]
+    assert last.read_bytes() == digest
+
+
 def test_two_torchrun_nodes_train_one_policy_and_count_both_nodes_steps(tmp_path):
     """The README's multi-node recipe with two nodes of one process each, each node in its own directory."""
     torchrun = shutil.which("torchrun")

@@ -139,6 +139,27 @@ def test_a_checkpoint_that_turns_corrupt_between_reads_is_named(cli_in_process, 
     one_error(proc, f"checkpoint file {ckpt} is corrupt or not a Lightning checkpoint")
 
 
+def test_a_checkpoint_cut_short_before_lightningclis_own_read_is_named(cli_in_process, tmp_path, masked_checkpoint,
+                                                                      monkeypatch):
+    # lit_ppo checks --ckpt_path when it parses; LightningCLI then reads the file for its hyperparameters. The file is
+    # cut short in between here. Before: torch's "PytorchStreamReader failed reading zip archive" traceback.
+    import lit_ppo.cli
+
+    ckpt = tmp_path / "copy.ckpt"
+    ckpt.write_bytes(masked_checkpoint[0].read_bytes())
+    check = lit_ppo.cli.check_checkpoint_file
+
+    def check_then_cut(path):
+        checked = check(path)
+        if checked is not None:
+            ckpt.write_bytes(ckpt.read_bytes()[:4096])
+        return checked
+
+    monkeypatch.setattr(lit_ppo.cli, "check_checkpoint_file", check_then_cut)
+    proc = cli_in_process("validate", "--data.env_id", MASKED, "--ckpt_path", ckpt, *QUIET, cwd=tmp_path)
+    one_error(proc, f"checkpoint file {ckpt} is corrupt or not a Lightning checkpoint")
+
+
 @pytest.mark.parametrize("text, fragments", [
     ("model:\n\tlr: 0.1\n", ["bad.yaml: not valid YAML at line 2, column 1", "replace the tab"]),
     ("model:\n  lr: [0.1\n", ["bad.yaml: not valid YAML at line 3", "expected ',' or ']'"]),
@@ -155,6 +176,16 @@ def test_an_unknown_logger_class_names_the_fix(cli_in_process, tmp_path):
                           "lightning.pytorch.loggers.NoSuchLogger", cwd=tmp_path)
     one_error(proc, "trainer.logger: cannot import lightning.pytorch.loggers.NoSuchLogger", "CSVLogger",
               "false logs nothing")
+    assert "Given value type" not in proc.stderr and not (tmp_path / "runs").exists()
+
+
+@pytest.mark.parametrize("where", ["command line", "config file"])
+def test_an_unknown_logger_name_without_a_module_names_the_fix(cli_in_process, tmp_path, where):
+    # Before: jsonargparse's dump of every type trainer.logger's union allows, without the fix.
+    (tmp_path / "logger.yaml").write_text("trainer:\n  logger: NoSuchLogger\n")
+    given = ["--trainer.logger", "NoSuchLogger"] if where == "command line" else ["--config", "logger.yaml"]
+    proc = cli_in_process("fit", "--config", "cartpole.yaml", *given, cwd=tmp_path)
+    one_error(proc, "trainer.logger: cannot import NoSuchLogger", "CSVLogger", "false logs nothing")
     assert "Given value type" not in proc.stderr and not (tmp_path / "runs").exists()
 
 

@@ -134,6 +134,16 @@ def test_acting_on_the_learner_is_refused_with_overlap(cli_in_process, tmp_path,
     assert not (tmp_path / "runs").exists() or not list((tmp_path / "runs").rglob("*.ckpt"))
 
 
+def test_acting_on_cuda_without_one_is_refused_with_advice_overlap_takes(cli_in_process, tmp_path, no_child_left):
+    # Before: "Use 'cpu' or 'auto'", and 'auto' was then refused by data.overlap.
+    proc = cli_in_process("fit", *BASE, "--model.actor_device", "cuda", "--trainer.accelerator", "cpu",
+                          "--trainer.logger", "false", cwd=tmp_path)
+    errors = [line for line in proc.stderr.splitlines() if line.startswith("lit_ppo: error:")]
+    assert proc.returncode == 2 and len(errors) == 1, proc.stderr[-3000:]
+    assert "model.actor_device: 'cuda' needs a CUDA learner" in errors[0] and "Use 'cpu'" in errors[0]
+    assert "auto" not in errors[0]
+
+
 def test_an_environment_error_in_the_collector_is_the_synchronous_error(cli, tmp_path):
     args = ["fit", *BASE, "--data.env_id", FAULTY, "--data.total_timesteps", str(10 * 256), "--trainer.logger",
             "false"]
@@ -195,6 +205,33 @@ def test_a_killed_learner_takes_its_collector_with_it(tmp_path):
     for p in left:
         p.kill()
     assert not left, [p.cmdline() for p in left]
+
+
+def test_a_killed_collector_with_async_envs_is_one_line(tmp_path):
+    # Before: the collector's env workers printed their broken pipes' tracebacks, and the resource tracker warned of
+    # the collector's leaked semaphores (its workers were spawned, with named ones), around the one error line.
+    import psutil
+
+    args = ["fit", *BASE, "--data.total_timesteps", str(2000 * 256), "--trainer.logger", "false",
+            "--data.vectorization", "async", "--data.num_envs", "2", "--data.minibatch_size", "64"]
+    proc = subprocess.Popen([sys.executable, "-m", "lit_ppo", *args], cwd=tmp_path,
+                            env=dict(os.environ, PYTHONPATH=str(REPO), PYTHONUNBUFFERED="1"), stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        wait_for_file(tmp_path / "runs/cartpole/checkpoints/last.ckpt", proc)
+        children = psutil.Process(proc.pid).children()
+        [collector] = [p for p in children if "resource_tracker" not in " ".join(p.cmdline())]
+        assert len(collector.children()) == 2  # its env workers
+        collector.kill()
+        _, err = proc.communicate(timeout=60)
+    finally:
+        for left in session_processes(proc.pid):
+            left.kill()
+    errors = [line for line in err.splitlines() if line.startswith("lit_ppo: error:")]
+    assert proc.returncode == 2 and len(errors) == 1, err[-3000:]
+    assert "the collector process of rank 0 ended (exit code -9)" in errors[0]
+    for noise in ("Traceback", "leaked semaphore", "Broken pipe"):
+        assert noise not in err, err[-3000:]
 
 
 def test_the_collector_process_imports_no_lightning():

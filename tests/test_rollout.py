@@ -54,7 +54,7 @@ def _dataset(seed=3, num_iterations=10):
     envs = make_vector_env("CartPole-v1", 4)
     collector = RolloutCollector(envs, 16, 0.99, 0.95, seed, torch.Generator().manual_seed(seed))
     return module, RolloutDataset(collector, PolicyPlacement(module.policy), update_epochs=2, minibatch_size=16,
-                                  steps_per_iteration=64, num_iterations=num_iterations)
+                                  steps_per_iteration=64, total_timesteps=64 * num_iterations)
 
 
 def test_dataset_yields_one_rollout_with_every_sample_once_per_update_epoch():

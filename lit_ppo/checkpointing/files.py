@@ -43,6 +43,28 @@ def check_checkpoint_file(path: Optional[str]) -> Optional[dict[str, Any]]:
     return checkpoint
 
 
+def file_kind(path: Any) -> Optional[str]:
+    """What a file is by its content, whatever its name: ``"torchscript"`` (a TorchScript archive), ``"checkpoint"``
+    (another torch archive holding Lightning's ``pytorch-lightning_version`` key), ``"torch"`` (any other
+    ``torch.save`` archive), ``"onnx"`` (a protobuf that begins as ONNX models do) or None. Nothing is unpickled."""
+    try:
+        if zipfile.is_zipfile(path):
+            with zipfile.ZipFile(path) as archive:
+                names = archive.namelist()
+                if any(name.endswith("/constants.pkl") or "/code/" in name for name in names):
+                    return "torchscript"
+                pickles = [name for name in names if name.endswith("/data.pkl")]
+                if pickles and b"pytorch-lightning_version" in archive.read(pickles[0]):
+                    return "checkpoint"
+                return "torch" if pickles else None
+        with open(path, "rb") as f:
+            head = f.read(2)
+    except (OSError, zipfile.BadZipFile):
+        return None
+    # ModelProto's first field, ir_version (field 1, varint: tag 0x08), which every ONNX writer puts first
+    return "onnx" if len(head) == 2 and head[0] == 0x08 and 0 < head[1] < 0x80 else None
+
+
 def corrupt(path: Any, err: BaseException) -> CheckpointError:
     return CheckpointError(f"ckpt_path: checkpoint file {path} is corrupt or not a Lightning checkpoint "
                            f"({type(err).__name__}: {str(err).splitlines()[0][:200]}). Use an earlier checkpoint.")

@@ -62,6 +62,9 @@ class RolloutCollector:
         self.workers = isinstance(envs.unwrapped, gym.vector.AsyncVectorEnv)  # subprocesses that report errors
         self.steps_taken = 0  # environment steps of this collector (this rank)
         self.iterations = 0  # rollouts collected
+        # The run's environment steps (all ranks) so far: advanced by the rollout dataset, which knows the rollout
+        # size of all ranks; kept here so that the checkpoint of this collector holds it.
+        self.env_steps = 0
         T, N = num_steps, self.num_envs
         obs, info = self._call("reset", seed=seed)
         self.next_obs = observations_to_tensor(obs, self.obs_space)
@@ -245,6 +248,7 @@ class RolloutCollector:
             "generator": self.generator.get_state(),
             "steps_taken": self.steps_taken,
             "iterations": self.iterations,
+            "env_steps": self.env_steps,
             "running_return": self.running_return.clone(),
             "resets_next": self.resets_next.clone(),
             "next_mask": None if self.next_mask is None else self.next_mask.clone(),
@@ -265,6 +269,7 @@ class RolloutCollector:
         saved, or the checkpoint ran another number of them: ``data.num_envs`` may change on resume)."""
         self.generator.set_state(state["generator"])
         self.steps_taken, self.iterations = state["steps_taken"], state["iterations"]
+        self.env_steps = state.get("env_steps") or 0  # None: an older checkpoint (the dataset derives it)
         saved = int(state["running_return"].shape[0])
         if saved != self.num_envs:
             why = f"data.num_envs is {self.num_envs} and rank {self.rank} of the checkpoint ran {saved} environments"

@@ -149,6 +149,10 @@ class PPODataModule(L.LightningDataModule):
         """Rollouts in the budget ``total_timesteps``."""
         return self.rollout_recipe().num_iterations
 
+    def iterations_left(self, env_steps: int) -> int:
+        """Rollouts of this run's size that still fit in the budget after ``env_steps`` (a checkpoint's count)."""
+        return max(self.hparams.total_timesteps - env_steps, 0) // self.steps_per_iteration
+
     @property
     def base_seed(self) -> int:
         if self.hparams.seed is not None:
@@ -262,18 +266,41 @@ class PPODataModule(L.LightningDataModule):
 
     def _restore_collector(self, state_dict: dict[str, Any]) -> None:
         ranks = state_dict.get("ranks", [])
+        # The run's environment steps (all ranks) at the checkpoint, the same in every rank's state: the count, and
+        # the budget, go on from there whatever this run's rollout size (None: saved before the count was kept).
+        env_steps = saved_env_steps(ranks[0]) if ranks else None
+        if env_steps is not None:
+            self._check_budget_left(env_steps)
         if self.rank >= len(ranks):
             rank_zero_warn(f"lit_ppo: the checkpoint holds the rollout state of {len(ranks)} process(es) and this "
                            f"run has {self.world_size}; rank {self.rank} starts fresh environments.")
-            # Counted from the iteration resumed at, as every other rank: all of them reach the budget together.
-            self.train_dataset.restart_at(self.trainer.current_epoch)
+            # Counted from the iteration and step resumed at, as every other rank: all reach the budget together.
+            self.train_dataset.restart_at(self.trainer.current_epoch, env_steps)
             return
         note = self.train_dataset.load_state_dict(ranks[self.rank])
         set_global_rng_states(ranks[self.rank]["rng"])
         if note:
             rank_zero_warn(f"lit_ppo: resuming inexactly: {note}")
 
+    def _check_budget_left(self, env_steps: int) -> None:
+        total, per_rollout = self.hparams.total_timesteps, self.steps_per_iteration
+        if env_steps + per_rollout > total:
+            error = ConfigError(
+                f"data.total_timesteps: the checkpoint has done {env_steps} environment steps of the budget {total}, "
+                f"which leaves less than one rollout ({per_rollout} steps: num_envs x num_steps x processes); raise "
+                "data.total_timesteps to train on. The checkpoint is unchanged.")
+            error.every_rank = True  # every rank computes the same: said once
+            raise error
+
     def teardown(self, stage: str) -> None:
         if stage == "fit" and self.train_dataset is not None:
             self.train_dataset.close()
             self.train_dataset = None
+
+
+def saved_env_steps(rank_state: dict[str, Any]) -> Optional[int]:
+    """The run's environment steps in one rank's checkpointed rollout state (a synchronous collector's, an overlapped
+    one's, or a rank restarted without a rollout since), or None where it was saved before the count was kept."""
+    collector = rank_state.get("collector")
+    value = collector.get("env_steps") if collector is not None else rank_state.get("env_steps")
+    return None if value is None else int(value)

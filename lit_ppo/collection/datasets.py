@@ -29,7 +29,9 @@ class RolloutDataset(IterableDataset):
         sequences: minibatches of whole environment sequences (a recurrent policy's); ``minibatch_size`` is then a
             multiple of the rollout's ``num_steps``.
         steps_per_iteration: environment steps of one rollout of all processes together.
-        num_iterations: rollouts in the budget.
+        total_timesteps: the budget, in environment steps of all processes together. The count goes on from the
+            collector's ``env_steps`` (a checkpoint's, on a resume), so a resume with another number of
+            environments, steps or processes continues it; the last rollout is the last whole one that fits.
         first_failure: with several processes, makes an environment failure collective: given this process's
             failure message (or None), returns the first failing rank's message on every rank (or None). Every
             rank then stops with the same error instead of waiting in a collective for the one that failed.
@@ -39,18 +41,23 @@ class RolloutDataset(IterableDataset):
     """
 
     def __init__(self, collector: RolloutCollector, placement: PolicyPlacement, update_epochs: int, minibatch_size: int,
-                 steps_per_iteration: int, num_iterations: int,
+                 steps_per_iteration: int, total_timesteps: int,
                  first_failure: Optional[Callable[[Optional[str]], Optional[str]]] = None,
                  sequences: bool = False, policy_lag: int = 0) -> None:
         self.collector, self.placement, self.first_failure, self.sequences = collector, placement, first_failure, sequences
         self.policy_lag = policy_lag
         self.clock = PhaseClock(*TIMING_KEYS)  # this process's collection phases, one lap per rollout
         self.update_epochs, self.minibatch_size = update_epochs, minibatch_size
-        self.steps_per_iteration, self.num_iterations = steps_per_iteration, num_iterations
+        self.steps_per_iteration, self.total_timesteps = steps_per_iteration, total_timesteps
         self.rollout_size = collector.num_steps * collector.num_envs
 
     def __len__(self) -> int:
         return 1
+
+    @property
+    def budget_spent(self) -> bool:
+        """No further rollout fits in the budget."""
+        return self.collector.env_steps + self.steps_per_iteration > self.total_timesteps
 
     def minibatch_indices(self) -> Tensor:
         """``update_epochs`` independent permutations of the rollout, split into minibatches; with ``sequences``,
@@ -78,18 +85,20 @@ class RolloutDataset(IterableDataset):
         return data
 
     def __iter__(self) -> Iterator[Rollout]:
-        done_before = self.collector.iterations
+        before = self.collector.env_steps
+        end = budget_end(before, self.steps_per_iteration, self.total_timesteps)
         with self.clock.phase("sync_ms"):
             policy = self.placement.for_rollout(self.collector.next_obs)
         data = self._collect(policy)
+        self.collector.env_steps = after = before + self.steps_per_iteration
         yield Rollout(
             **data,
             timings={**self.clock.lap(), **self.placement.take_measurements()},
             policy_lag=self.policy_lag,
             minibatch_indices=self.minibatch_indices(),
-            env_steps=(done_before + 1) * self.steps_per_iteration,
-            budget_fraction=done_before / max(self.num_iterations, 1),
-            final=done_before + 1 >= self.num_iterations,
+            env_steps=after,
+            budget_fraction=min(before / max(end, 1), 1.0),
+            final=after >= end,
         )
 
 
@@ -102,14 +111,25 @@ class RolloutDataset(IterableDataset):
         collector (saved before any rollout of an overlapped run) leaves the fresh environments as they are."""
         if state.get("collector") is None:
             return None
-        return self.collector.load_state_dict(state["collector"])
+        note = self.collector.load_state_dict(state["collector"])
+        if state["collector"].get("env_steps") is None:  # saved before the count was kept: derived as it was then
+            self.collector.env_steps = self.collector.iterations * self.steps_per_iteration
+        return note
 
-    def restart_at(self, iterations: int) -> None:
-        """Fresh environments, counted from ``iterations`` rollouts done (a rank the checkpoint did not have)."""
+    def restart_at(self, iterations: int, env_steps: Optional[int] = None) -> None:
+        """Fresh environments, counted from ``iterations`` rollouts and ``env_steps`` steps of all processes done (a
+        rank the checkpoint did not have; None: as many steps as ``iterations`` of this run's rollouts)."""
         self.collector.iterations = iterations
+        self.collector.env_steps = iterations * self.steps_per_iteration if env_steps is None else env_steps
 
     def close(self) -> None:
         self.collector.close()
+
+
+def budget_end(env_steps: int, steps_per_iteration: int, total_timesteps: int) -> int:
+    """The environment steps at which a run that has done ``env_steps`` stops: after the last whole rollout of
+    ``steps_per_iteration`` that fits in ``total_timesteps`` (``env_steps`` itself when none fits)."""
+    return env_steps + max(total_timesteps - env_steps, 0) // steps_per_iteration * steps_per_iteration
 
 
 def raise_first_failure(failure: Optional[Exception],

@@ -42,7 +42,8 @@ class RolloutRecipe:
 
     @property
     def num_iterations(self) -> int:
-        """Rollouts in the budget ``total_timesteps``."""
+        """Rollouts in the budget ``total_timesteps`` of a run from the start (a resume with another rollout size
+        counts on from its checkpoint's environment steps: :class:`RolloutDataset`)."""
         return self.settings["total_timesteps"] // self.steps_per_iteration
 
     def mask_reader(self) -> Optional[ActionMaskReader]:
@@ -79,4 +80,4 @@ class RolloutRecipe:
             action_masks=self.mask_reader(), state_size=state_size,
         )
         return RolloutDataset(collector, placement, s["update_epochs"], s["minibatch_size"], self.steps_per_iteration,
-                              self.num_iterations, first_failure, sequences=state_size > 0, policy_lag=policy_lag)
+                              s["total_timesteps"], first_failure, sequences=state_size > 0, policy_lag=policy_lag)

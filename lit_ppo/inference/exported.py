@@ -67,10 +67,12 @@ class ExportedPolicy:
         return outputs[0], None, None, (outputs[1] if self.state_size else None)
 
 
-def load_exported_policy(path: Path, device: Union[str, torch.device] = "cpu") -> TrainedPolicy:
+def load_exported_policy(path: Path, device: Union[str, torch.device] = "cpu",
+                         fmt: Optional[str] = None) -> TrainedPolicy:
     """A file ``lit_ppo export`` wrote (``.onnx``, ``.pt``) as a :class:`TrainedPolicy`: its metadata names the
-    environment, whose spaces convert the observations and actions as for a checkpoint."""
-    fmt = "onnx" if path.suffix == ".onnx" else "torchscript"
+    environment, whose spaces convert the observations and actions as for a checkpoint. ``fmt``: ``onnx`` or
+    ``torchscript`` (None: by the suffix)."""
+    fmt = fmt or ("onnx" if path.suffix == ".onnx" else "torchscript")
     try:
         if fmt == "onnx":
             import onnx

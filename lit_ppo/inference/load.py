@@ -6,7 +6,7 @@ from typing import Union
 
 import torch
 
-from lit_ppo.checkpointing.files import CheckpointError, check_checkpoint_file
+from lit_ppo.checkpointing.files import CheckpointError, check_checkpoint_file, file_kind
 from lit_ppo.inference.exported import load_exported_policy
 from lit_ppo.inference.trained_policy import TrainedPolicy, env_spaces
 from lit_ppo.networks.actor_critic import ActorCritic
@@ -14,7 +14,8 @@ from lit_ppo.networks.actor_critic import ActorCritic
 
 def load_policy(path: Union[str, Path], device: Union[str, torch.device] = "cpu") -> TrainedPolicy:
     """The policy of a lit_ppo checkpoint (``last.ckpt``, ``best.ckpt``) or of a file ``lit_ppo export`` wrote
-    (``.onnx``, ``.pt``: CPU only, deterministic or stochastic as exported), ready to
+    (``.onnx``, ``.pt``: CPU only, deterministic or stochastic as exported; each told by its content, whatever its
+    name), ready to
     :meth:`~TrainedPolicy.predict`, without a Trainer and without importing Lightning. The environment is made once
     to read its spaces (so its package must be importable, as for ``validate``). A file that is not a lit_ppo
     checkpoint raises :class:`lit_ppo.checkpointing.files.CheckpointError`.
@@ -23,7 +24,12 @@ def load_policy(path: Union[str, Path], device: Union[str, torch.device] = "cpu"
         path: the checkpoint file ``fit`` wrote.
         device: where the network runs (``"cpu"`` by default).
     """
-    if Path(path).suffix in (".onnx", ".pt"):
+    # By content, whatever the name (a checkpoint saved as model.pt, an export renamed); by suffix where the
+    # content says nothing (then the exported file's loader names what is wrong with it)
+    kind = file_kind(path) if Path(path).is_file() else None
+    if kind in ("onnx", "torchscript"):
+        return load_exported_policy(Path(path), device, kind)
+    if kind is None and Path(path).suffix in (".onnx", ".pt") and Path(path).is_file():
         return load_exported_policy(Path(path), device)
     checkpoint = check_checkpoint_file(str(path))
     settings = checkpoint.get("hyper_parameters") or {}

@@ -32,8 +32,9 @@ import numpy as np
 import torch
 from gymnasium import spaces
 
-from lit_ppo.envs.spaces import actions_to_env, batch_observations, observations_to_tensor
+from lit_ppo.envs.spaces import action_spec, actions_to_env, batch_observations, observations_to_tensor
 from lit_ppo.networks.actor_critic import ActorCritic
+from lit_ppo.networks.distributions import CategoricalHead, make_head
 
 
 def env_spaces(data: dict[str, Any]) -> tuple[spaces.Space, spaces.Space]:
@@ -75,7 +76,7 @@ class TrainedPolicy:
 
     def __init__(self, policy: ActorCritic, observation_space: spaces.Space, action_space: spaces.Space,
                  action_masks: bool = False, device: Union[str, torch.device] = "cpu") -> None:
-        self.device = torch.device(device)
+        self.device = usable_device(device)
         self.policy = policy.to(self.device).eval()
         self.observation_space, self.action_space, self.action_masks = observation_space, action_space, action_masks
 
@@ -104,6 +105,7 @@ class TrainedPolicy:
             (``[state_size]`` or ``[n, state_size]`` float32; None for a feed-forward policy).
         """
         batched = is_batched(observation, self.observation_space)
+        check_predict_inputs(self, observation, batched, state, action_masks)
         obs = (observations_to_tensor(observation, self.observation_space) if batched
                else batch_observations([observation], self.observation_space))
         n = obs.shape[0]
@@ -127,3 +129,68 @@ class TrainedPolicy:
         if batched:
             return env_action, next_state
         return env_action[0], None if next_state is None else next_state[0]
+
+
+# -- what predict refuses: each argument named, with what it should be (a NaN observation would give a NaN action) --
+def usable_device(device: Union[str, torch.device]) -> torch.device:
+    """``device`` as a torch device, tried with a tensor there; a ValueError naming it where none can be used."""
+    try:
+        parsed = torch.device(device)
+        torch.empty(0, device=parsed)
+    except (RuntimeError, AssertionError, TypeError) as err:  # torch's words for a device it has not got
+        available = "a CUDA GPU is usable here" if torch.cuda.is_available() else "no CUDA GPU is usable here"
+        raise ValueError(f"device: {str(device)!r} cannot be used ({type(err).__name__}: "
+                         f"{str(err).splitlines()[0][:160]}); {available}: use device='cpu'") from None
+    return parsed
+
+
+def _parts(observation: Any, space: spaces.Space):
+    """``(name, array, part space)`` of each part of an observation (Dict and Tuple parts by key or index)."""
+    if isinstance(space, (spaces.Dict, spaces.Tuple)):
+        keys = list(space.spaces) if isinstance(space, spaces.Dict) else range(len(space.spaces))
+        for key in keys:
+            for name, array, part in _parts(observation[key], space[key]):
+                yield f"[{key!r}]{name}", array, part
+        return
+    yield "", np.asarray(observation), space
+
+
+def check_predict_inputs(policy: "TrainedPolicy", observation: Any, batched: bool, state: Any, action_masks: Any
+                         ) -> None:
+    """A ValueError naming the argument and what it should be, for what the policy must not act on: an observation
+    that is not numbers or not finite, an action mask of the wrong size or with no valid action (refused as in
+    training), a recurrent state of the wrong size or not finite."""
+    n = 1
+    for name, array, part in _parts(observation, policy.observation_space):
+        if array.dtype.kind not in "biuf":  # bool, signed, unsigned, float
+            raise ValueError(f"observation{name}: expected numbers for {part}, got an array of {array.dtype} "
+                             f"({array.reshape(-1)[:3].tolist()}...)")
+        if array.dtype.kind == "f" and not np.isfinite(array).all():
+            where = np.argwhere(~np.isfinite(array))[0].tolist()
+            raise ValueError(f"observation{name}: non-finite value {array[tuple(where)]} at index {where}; the policy "
+                             "would act on NaN/inf (fix the environment or the observation before predict)")
+        n = array.shape[0] if batched and array.ndim else n
+    expected = (lambda size: f"({size},) for one observation or (n, {size}) for a batch of n, here "
+                f"{(n, size) if batched else (size,)}")
+    if action_masks is not None and policy.action_masks:
+        head = make_head(action_spec(policy.action_space))
+        masks = np.asarray(action_masks)
+        if masks.shape not in ([(n, head.mask_size)] if batched else [(head.mask_size,), (1, head.mask_size)]):
+            raise ValueError(f"action_masks: shape {masks.shape} does not fit {policy.action_space}: expected "
+                             f"{expected(head.mask_size)} booleans, True = valid")
+        valid = head.components_valid(torch.as_tensor(masks.astype(bool)).reshape(n, -1))
+        if not bool(valid.all()):
+            row = int((~valid).nonzero()[0, 0])
+            whole = isinstance(head, CategoricalHead)
+            raise ValueError(f"action_masks: row {row} allows no action{'' if whole else ' for some component'}: "
+                             f"{masks.reshape(n, -1)[row].astype(bool).tolist()}. Every state needs at least one "
+                             "valid action.")
+    if state is not None and policy.recurrent:
+        size = policy.policy.state_size
+        array = np.asarray(state)
+        if array.shape not in ([(n, size)] if batched else [(size,), (1, size)]):
+            raise ValueError(f"state: shape {array.shape} does not fit this policy's recurrent state: expected "
+                             f"{expected(size)} (the state predict returned; None at an episode's start)")
+        if array.dtype.kind not in "biuf" or not np.isfinite(array).all():
+            raise ValueError("state: not finite numbers; pass the state predict returned (None at an episode's "
+                             "start)")

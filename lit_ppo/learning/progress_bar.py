@@ -22,12 +22,17 @@ class EnvStepProgressBar(TQDMProgressBar):
 
         env steps:  41%|████      | 41k/100k [00:09<00:13, 4.5kstep/s, rollout/return_mean=187.3, time/sps=4512]
 
-    The total is the budget (``PPODataModule.num_iterations`` rollouts), or a smaller ``trainer.max_epochs``. With a
-    data module that has no ``steps_per_iteration`` it is Lightning's bar unchanged.
+    The total is the budget (the rollouts that fit in it after the steps done, a checkpoint's on a resume), or a
+    smaller ``trainer.max_epochs``. With a data module that has no ``steps_per_iteration`` it is Lightning's bar unchanged.
     """
 
     def _steps_per_iteration(self, trainer: "L.Trainer") -> Optional[int]:
         return getattr(trainer.datamodule, "steps_per_iteration", None)
+
+    def _env_steps(self, trainer: "L.Trainer", pl_module: "L.LightningModule") -> int:
+        # PPOModule's count (the checkpoint's after a resume, whatever the rollout size then); else by iterations
+        default = trainer.current_epoch * self._steps_per_iteration(trainer)
+        return int(getattr(pl_module, "env_steps", default))
 
     def on_train_start(self, trainer: "L.Trainer", pl_module: "L.LightningModule") -> None:
         super().on_train_start(trainer, pl_module)
@@ -35,11 +40,12 @@ class EnvStepProgressBar(TQDMProgressBar):
         if per_iteration is None:
             return
         bar = self.train_progress_bar
-        iterations = trainer.datamodule.num_iterations
+        start = self._env_steps(trainer, pl_module)  # a resumed run starts part-way, at its checkpoint's count
+        iterations = trainer.datamodule.iterations_left(start)
         if trainer.max_epochs is not None and trainer.max_epochs >= 0:
-            iterations = min(iterations, trainer.max_epochs)
-        bar.reset(total=iterations * per_iteration)
-        bar.initial = bar.n = trainer.current_epoch * per_iteration  # a resumed run starts part-way
+            iterations = min(iterations, max(trainer.max_epochs - trainer.current_epoch, 0))
+        bar.reset(total=start + iterations * per_iteration)
+        bar.initial = bar.n = start
         bar.unit, bar.unit_scale = "step", True
         bar.set_description("env steps")
 
@@ -65,7 +71,7 @@ class EnvStepProgressBar(TQDMProgressBar):
 
     def _show_progress(self, trainer: "L.Trainer", pl_module: "L.LightningModule") -> None:
         bar = self.train_progress_bar
-        bar.n = trainer.current_epoch * self._steps_per_iteration(trainer)
+        bar.n = self._env_steps(trainer, pl_module)
         bar.set_postfix(self.get_metrics(trainer, pl_module), refresh=False)
         bar.refresh()
 

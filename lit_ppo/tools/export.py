@@ -32,7 +32,7 @@ from torch import Tensor, nn
 
 from lit_ppo.errors import ConfigError
 from lit_ppo.inference.exported import load_exported
-from lit_ppo.tools.outputs import check_writable
+from lit_ppo.tools.outputs import check_output, replacing
 
 FORMATS = {"onnx": ".onnx", "torchscript": ".pt"}
 SINGLE = ("sync", "async")  # vectorizations whose env id makes one gymnasium env (for the episode check)
@@ -173,16 +173,16 @@ def run_exported(path: Path, fmt: str, obs: Tensor, mask: Optional[Tensor] = Non
 
 
 def export(ckpt_path: Path, fmt: str, output: Path, deterministic: bool = True) -> str:
-    """Writes the policy to ``output``; returns a one-line description of its input and output."""
+    """Writes the policy to ``output``; returns a one-line description of its input and output. The file is
+    written beside ``output`` and replaces it once checked: a failed export leaves an earlier file as it was."""
     policy, example, mask, data = load_for_export(ckpt_path)
     model = deployed(policy, deterministic)
-    with torch.no_grad():
+    with torch.no_grad(), replacing(output, "--output") as written:
         inputs = model_inputs(model, example, mask)
         expected = model(*inputs.values())
-        output.parent.mkdir(parents=True, exist_ok=True)
         metadata = describe(data, policy, mask is not None, deterministic)
-        (export_onnx if fmt == "onnx" else export_torchscript)(model, example, output, mask, metadata)
-        run = load_exported(output, fmt) if deterministic else None
+        (export_onnx if fmt == "onnx" else export_torchscript)(model, example, written, mask, metadata)
+        run = load_exported(written, fmt) if deterministic else None
         if run is not None and policy.state_size and mask is None and data.get("vectorization", "sync") in SINGLE:
             check_episode(model, run, output, data)
         elif run is not None:
@@ -225,17 +225,25 @@ def check_episode(model: DeployedRecurrentPolicy, run: Callable[..., list[Tensor
         env.close()
 
 
+def default_output(ckpt_path: Path, fmt: str) -> Path:
+    """The checkpoint's path with the format's suffix, unless that is the checkpoint itself (one saved as
+    ``model.pt``): then ``model-policy.pt``."""
+    output = ckpt_path.with_suffix(FORMATS[fmt])
+    return ckpt_path.with_name(f"{ckpt_path.stem}-policy{FORMATS[fmt]}") if output == ckpt_path else output
+
+
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="python -m lit_ppo export", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--ckpt_path", type=Path, required=True, help="a checkpoint written by fit")
     parser.add_argument("--format", choices=sorted(FORMATS), required=True)
-    parser.add_argument("--output", type=Path, help="file to write (default: the checkpoint's path, .onnx or .pt)")
+    parser.add_argument("--output", type=Path, help="file to write (default: the checkpoint's path, .onnx or .pt; "
+                        "<name>-policy.pt where that is the checkpoint itself); never an existing checkpoint")
     parser.add_argument("--stochastic", action="store_true", help="sample actions instead of taking the mode")
     args = parser.parse_args(argv)
-    output = args.output or args.ckpt_path.with_suffix(FORMATS[args.format])
+    output = args.output or default_output(args.ckpt_path, args.format)
     try:
-        check_writable(output, "--output")  # before the export's work, and before anything is written
+        check_output(output, "--output", [args.ckpt_path])  # before the export's work, and before anything is written
         signature = export(args.ckpt_path, args.format, output, deterministic=not args.stochastic)
     except (ExportError, ConfigError) as err:
         print(f"lit_ppo export: error: {err}", file=sys.stderr)

@@ -16,6 +16,9 @@ from typing import Optional
 
 import numpy as np
 
+from lit_ppo.errors import ConfigError
+from lit_ppo.tools.outputs import check_output
+
 DEFAULT_METRICS = ("rollout/return_mean", "eval/return_mean")
 EVENT_GLOB = "events.out.tfevents.*"
 
@@ -125,6 +128,7 @@ def main(argv: list[str]) -> int:
         print("lit_ppo plot: error: needs matplotlib: pip install 'lit_ppo[plot]'", file=sys.stderr)
         return 2
     try:
+        check_output(args.out, "--out")  # never over a checkpoint, and said before the runs are read
         groups = {}
         for run_dir in args.run_dirs:
             runs = find_runs(run_dir)
@@ -132,7 +136,7 @@ def main(argv: list[str]) -> int:
                 raise PlotError(f"{run_dir}: no metrics.csv or TensorBoard event file ({EVENT_GLOB}) under it")
             groups[str(run_dir)] = runs
         drawn = plot(groups, args.metrics or list(DEFAULT_METRICS), args.out, args.title)
-    except PlotError as err:
+    except (PlotError, ConfigError) as err:
         print(f"lit_ppo plot: error: {err}", file=sys.stderr)
         return 2
     runs = sum(len(r) for r in groups.values())

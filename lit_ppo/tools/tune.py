@@ -31,7 +31,7 @@ import lightning as L
 import yaml
 
 from lit_ppo.errors import ConfigError, require
-from lit_ppo.tools.outputs import check_writable
+from lit_ppo.tools.outputs import check_output, replacing
 
 NUM_STEPS = [16, 32, 64, 128, 256, 512]
 MINIBATCHES = [1, 2, 4, 8]
@@ -125,8 +125,13 @@ def write_best(study, config: str, out: Path, overrides: list[str]) -> None:
               f"{best.number}, last evaluation return {best.value:.2f}.\n# Base config: {config}; the tuned "
               f"settings replace its model.* and data.* entries (trials ran with: {' '.join(overrides) or 'no overrides'})."
               f"\n# Run: python -m lit_ppo fit --config {out}\n")
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(header + yaml.safe_dump(base, sort_keys=False))
+    text = header + yaml.safe_dump(base, sort_keys=False)
+    try:
+        with replacing(out, "--out") as written:
+            written.write_text(text)
+    except ConfigError:
+        print(text)  # the trials' result is not lost: it is on stdout (the error follows)
+        raise
 
 
 def main(argv: list[str]) -> int:
@@ -147,7 +152,9 @@ def main(argv: list[str]) -> int:
                 f"must be at least 1 (the trials the study should have), got {args.trials}.")
         require(args.eval_every >= 1, "--eval-every",
                 f"must be at least 1 (iterations between a trial's evaluations), got {args.eval_every}.")
-        check_writable(out, "--out")
+        from lit_ppo.cli import shipped_config
+
+        check_output(out, "--out", [Path(shipped_config(args.config))])
     except ConfigError as err:
         print(f"lit_ppo tune: error: {err}", file=sys.stderr)
         return 2
@@ -197,6 +204,10 @@ def main(argv: list[str]) -> int:
     if not study.get_trials(states=(optuna.trial.TrialState.COMPLETE,)):
         print("lit_ppo tune: error: no trial completed (all pruned or failed); run more trials", file=sys.stderr)
         return 2
-    write_best(study, args.config, out, overrides)
+    try:
+        write_best(study, args.config, out, overrides)
+    except ConfigError as err:
+        print(f"lit_ppo tune: error: {err}", file=sys.stderr)
+        return 2
     print(f"lit_ppo tune: best trial {study.best_trial.number}: {study.best_value:.2f}; wrote {out}")
     return 0

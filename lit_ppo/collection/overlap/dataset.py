@@ -85,6 +85,10 @@ class CollectorProcess:
         while True:
             try:
                 return self.rollouts.get(timeout=POLL_S)
+            except (EOFError, OSError) as err:  # its shared tensors come through the collector, which has ended
+                return CollectorFailed(CollectorError(
+                    f"the collector process of rank {self.rank} ended (exit code {self.process.exitcode}) before its "
+                    f"message could be read ({type(err).__name__}); the last checkpoint saved before it is unchanged."))
             except queue.Empty:
                 if not self.process.is_alive():
                     try:  # its last message may still be on the way
@@ -164,8 +168,8 @@ class OverlappedRolloutDataset(IterableDataset):
         self.resume = ResumePoint.from_state(state)
         return None
 
-    def restart_at(self, iterations: int) -> None:
-        self.resume = ResumePoint(iterations=iterations)
+    def restart_at(self, iterations: int, env_steps: Optional[int] = None) -> None:
+        self.resume = ResumePoint(iterations=iterations, env_steps=env_steps)
 
     def close(self) -> None:
         if self.collector is not None:

@@ -94,17 +94,19 @@ Message = Union[RolloutReady, CollectorFailed]
 @dataclasses.dataclass
 class ResumePoint:
     """Where a collector process starts: a checkpoint's collector state and the weights that collect its next rollout,
-    or (a rank the checkpoint did not have) only how many rollouts were done; empty for a fresh start. A
-    checkpoint holds it as a plain dict (:meth:`state`), so that checkpoints stay loadable without this class."""
+    or (a rank the checkpoint did not have) only how many rollouts and environment steps of all ranks were done;
+    empty for a fresh start. A checkpoint holds it as a plain dict (:meth:`state`), so that checkpoints stay loadable
+    without this class."""
 
     collector: Optional[dict[str, Any]] = None
     behaviour: Optional[dict[str, Tensor]] = None
     iterations: Optional[int] = None
+    env_steps: Optional[int] = None
 
     @classmethod
     def from_state(cls, state: Optional[dict[str, Any]]) -> "ResumePoint":
         state = state or {}
-        return cls(state.get("collector"), state.get("behaviour"), state.get("iterations"))
+        return cls(state.get("collector"), state.get("behaviour"), state.get("iterations"), state.get("env_steps"))
 
     def state(self) -> dict[str, Any]:
         return {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if getattr(self, f.name) is not None}

@@ -7,6 +7,7 @@ target function, and with Lightning imported a collector took 5.0 s from its sta
 AMD EPYC Zen 3, 2026-12-03).
 """
 
+import multiprocessing
 import pickle
 import queue
 import signal
@@ -33,6 +34,10 @@ def collect_in_process(recipe, policy: ActorCritic, behaviour: dict[str, torch.T
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     torch.set_num_threads(1)  # acting is small and serial: the other cores are the learner's
+    # A spawned process starts its own children by spawn too; async env workers start here as the synchronous path
+    # starts them (the platform's default: fork on Linux), whose semaphores are not named: a collector killed with
+    # its workers then leaves none for the resource tracker to warn about as leaked.
+    multiprocessing.set_start_method(None, force=True)
     dataset = None
     try:
         policy.load_state_dict(behaviour)
@@ -41,11 +46,11 @@ def collect_in_process(recipe, policy: ActorCritic, behaviour: dict[str, torch.T
         if resume.collector is not None:
             note = dataset.load_state_dict({"collector": resume.collector})
         elif resume.iterations is not None:
-            dataset.restart_at(resume.iterations)
+            dataset.restart_at(resume.iterations, resume.env_steps)
         waiting = dataset.clock.phase("weights_wait_ms")  # 0 for the first rollout, which waits for nothing
         slots: Optional[SharedTensors] = None
         number = 0  # rollouts collected by this process: its rollout slots alternate by this
-        while dataset.collector.iterations < recipe.num_iterations:
+        while not dataset.budget_spent:
             if number:
                 with waiting:
                     version = _next_version(weights, stop)
@@ -63,6 +68,11 @@ def collect_in_process(recipe, policy: ActorCritic, behaviour: dict[str, torch.T
             pass
     except Exception as err:  # sent back and raised by the learner, as the synchronous path raises it
         rollouts.put(CollectorFailed(_sendable(err)))
+        # Stay until stopped: the shared tensors of a message still queued (the first rollout's slots) reach the
+        # learner through this process, which hands their file descriptors over as the learner reads the message;
+        # a collector gone by then failed that read (EOFError) instead of reporting this error.
+        while not stop.wait(POLL_S) and _learner_alive():
+            pass
     finally:
         if stop.is_set():
             rollouts.cancel_join_thread()  # nobody reads a rollout collected after the stop
