@@ -97,14 +97,15 @@ def test_a_fit_without_a_config_evaluates_every_50_iterations_and_keeps_last_ckp
 
 
 def test_the_mujoco_recipe_is_one_recipe():
-    # ant.yaml and halfcheetah.yaml share every model and data setting but the environment; a per-env difference
+    # ant.yaml, halfcheetah.yaml and humanoid.yaml share every model and data setting but the environment; a per-env difference
     # must be added here by name (and explained in its config), never drift in unnoticed.
     import yaml
 
     from lit_ppo.cli import shipped_config
 
     per_env = {"env_id", "env_kwargs"}
-    configs = {name: yaml.safe_load(open(shipped_config(name))) for name in ("halfcheetah.yaml", "ant.yaml")}
+    names = ("halfcheetah.yaml", "ant.yaml", "humanoid.yaml")
+    configs = {name: yaml.safe_load(open(shipped_config(name))) for name in names}
     reference = configs["halfcheetah.yaml"]
     for name, config in configs.items():
         assert config["model"] == reference["model"], name
