@@ -96,6 +96,11 @@ def test_learning_resumes_an_interrupted_run_from_its_last_checkpoint(tmp_path):
     assert result["fit_attempts"] == 2 and result["final"]["env_steps"] == 60 * 256
 
 
+class RunnerDied(BaseException):
+    """The runner's own end mid-fit (as a KeyboardInterrupt would be, but not one: pytest-xdist takes a
+    KeyboardInterrupt raised in a test as its worker's interruption, and once ended a CI run's worker with it)."""
+
+
 def test_learning_keeps_an_attempt_whose_driver_was_killed_outright(tmp_path, monkeypatch):
     """A runner killed with SIGKILL cannot write its attempt when the fit ends: the record written before the fit
     started stays; the next run refuses to start beside that fit while it still runs, then counts the attempt,
@@ -116,14 +121,14 @@ def test_learning_keeps_an_attempt_whose_driver_was_killed_outright(tmp_path, mo
         on_disk["fit.json"] = (cwd / "fit.json").read_text()  # what a SIGKILL now would leave
         begun = json.loads(on_disk["fit.json"])["attempts"][-1]["started"]
         os.utime(saved, (begun + 30.0, begun + 30.0))
-        raise KeyboardInterrupt
+        raise RunnerDied
 
     monkeypatch.setattr(learning, "evaluate", lambda *args: {"final": {"return_mean": 1.0, "return_std": 0.0},
                                                               "wall_s": 0.0})
     monkeypatch.setattr(learning, "write_curves", lambda directory: None)
     config = learning.CONFIG_DIR / "cartpole.yaml"
     monkeypatch.setattr(learning, "lit_ppo", fit_then_runner_killed)
-    with pytest.raises(KeyboardInterrupt):
+    with pytest.raises(RunnerDied):
         learning.run_one(config, 1, 512, 3, [], tmp_path, {})
     assert json.loads((run_dir / "fit.json").read_text())["attempts"][-1]["exit"] == "error"  # the runner's own
     (run_dir / "fit.json").write_text(on_disk["fit.json"])
