@@ -11,10 +11,9 @@ from torch import Tensor
 
 from lit_ppo.collection.action_masks import ActionMaskReader
 from lit_ppo.collection.clock import PhaseClock
-from lit_ppo.collection.gae import compute_gae
+from lit_ppo.collection.gae import compute_gae, explained_variance
 from lit_ppo.envs.make import autoreset_mode, rebuilt_by_pickling
 from lit_ppo.errors import EnvStepError, where_env_failed
-from lit_ppo.collection.gae import explained_variance
 from lit_ppo.envs.spaces import action_spec, action_tensor_layout, actions_to_env, batch_observations, observations_to_tensor
 
 
