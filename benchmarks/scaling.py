@@ -89,7 +89,7 @@ def main() -> None:
     args = parser.parse_args()
     if args.quick:
         args.num_envs, args.iterations = args.num_envs[:2], 3
-        args.memory_steps, args.memory_warmup, args.memory_envs = 8 * 2048, 2048, 64
+        args.memory_steps, args.memory_warmup, args.memory_envs = 4 * 2048, 2048, 64
     print(f"scaling: CartPole-v1, {args.num_steps} steps per env, {args.update_epochs} epochs x "
           f"{args.num_minibatches} minibatches, {args.iterations} iterations per point, one torch thread; "
           "shares of the iteration time after the first iteration")

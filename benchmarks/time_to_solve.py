@@ -104,11 +104,11 @@ def solve_times(run, events: list[dict], target: float) -> dict:
             "steps": solved and solved["env_steps"]}
 
 
-def import_times(pythons: dict, repeats: int) -> dict:
+def import_times(pythons: dict, repeats: int, modules: tuple = IMPORTS) -> dict:
     """Median seconds of ``import m`` in a fresh process (m's dependencies included), in lit_ppo's interpreter
     (SB3's for stable_baselines3)."""
     times = {}
-    for module in IMPORTS:
+    for module in modules:
         python = pythons.get("sb3") if module == "stable_baselines3" else pythons["lit_ppo"]
         if python is None:
             continue
@@ -233,7 +233,9 @@ def main() -> None:
         print(f"lit_ppo/SB3: (a) {a['fit_s'] / b['fit_s']:.2f}x (target <= 0.33), (b) {a['launch_s'] / b['launch_s']:.2f}x "
               f"(target <= 0.6), start-up {a['start_s'] / b['start_s']:.2f}x")
     print(f"\nstart-up: seconds to import, in a fresh process, median of {args.startup_repeats}")
-    for name, seconds in import_times(pythons, args.startup_repeats).items():
+    # --quick times the one import the table's start-up column is about (each module is a fresh process)
+    modules = ("lit_ppo.cli",) if args.quick else IMPORTS
+    for name, seconds in import_times(pythons, args.startup_repeats, modules).items():
         print(f"  {name:<32} {seconds:6.2f} s")
     packages, subtrees = largest_imports(pythons["lit_ppo"], "lit_ppo.cli", 8)
     print("largest imports of `import lit_ppo.cli`, self time summed per top-level package:")

@@ -86,12 +86,27 @@ def _child(conn: socket.socket, server: socket.socket, request_: dict, fds: list
     sys.exit(code)  # a normal exit: atexit handlers and finalizers run as in any process
 
 
+def _warm_up_the_parser() -> None:
+    """Parse (never run) a shipped config once, so that every child inherits jsonargparse's resolved class
+    signatures instead of resolving them again: a two-rollout CartPole fit forked from here took 0.72 s before
+    and 0.34 s after (median of 3 each, measured with the MuJoCo runs in the background). Only memoized
+    signature lookups are shared; ``--print_config`` instantiates nothing and leaves no file."""
+    import contextlib
+    import io
+
+    sys.argv = ["lit_ppo", "fit", "--config", "cartpole.yaml", "--print_config"]
+    with contextlib.redirect_stdout(io.StringIO()), contextlib.suppress(SystemExit):
+        runpy.run_module("lit_ppo", run_name="__main__", alter_sys=True)
+
+
 def serve(address: str) -> None:
     # This checkout's lit_ppo (as run_cli's PYTHONPATH gives a fresh process), and tests.docs_shim, tests.faulty_envs
     sys.path.insert(0, str(REPO))
     import lit_ppo.cli  # noqa: F401  (what every child would import first: torch, Lightning, gymnasium)
     import lit_ppo.tools.export  # noqa: F401
     import lit_ppo.tools.plot  # noqa: F401
+
+    _warm_up_the_parser()
 
     parent = os.getppid()
     with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as server:
