@@ -50,8 +50,10 @@ class RolloutCollector:
         normalize_reward: bool = False,
         action_masks: Optional[ActionMaskReader] = None,
         state_size: int = 0,
+        keep_trace: bool = False,
     ) -> None:
         self.envs, self.num_steps, self.gamma, self.gae_lambda = envs, num_steps, gamma, gae_lambda
+        self.keep_trace = keep_trace  # the rollout carries what recomputing its advantages needs
         self.generator, self.env_id, self.rank, self.seed = generator, env_id, rank, seed
         self.normalize_reward = normalize_reward
         self.masks = action_masks  # None: no invalid-action masks
@@ -85,6 +87,7 @@ class RolloutCollector:
         self.rewards, self.terminated, self.dones, self.truncated_only = (
             torch.from_numpy(self._np[key]) for key in ("rewards", "terminated", "dones", "truncated_only"))
         self.final_values = torch.zeros((T, N))  # V(final observation) where an episode was truncated (same-step)
+        self.final_obs: list[tuple[int, Tensor]] = []  # keep_trace: (sample index, final observations) per step
         # NEXT_STEP: which sub-environments ended their episode at the previous rollout's last step (and so reset
         # at this rollout's first)
         self.resets_next = torch.zeros(N, dtype=torch.bool)
@@ -154,7 +157,22 @@ class RolloutCollector:
         data["weights"] = weights
         data["reward_returns"] = reward_returns.clone() if self.normalize_reward else torch.zeros(0)
         data["explained_variance"] = explained_variance(data["values"][real], data["returns"][real])
+        if self.keep_trace:
+            data.update(self._trace(rewards))
         return data
+
+    def _trace(self, rewards: Tensor) -> dict[str, Any]:
+        """The rollout's fields for recomputing its advantages with other values (:func:`recompute_gae`)."""
+        index = [torch.as_tensor(i) for i, _ in self.final_obs]
+        final_obs = [obs for _, obs in self.final_obs]
+        return {
+            "rewards": rewards.flatten().clone(), "terminated": self.terminated.flatten().clone(),
+            "dones": self.dones.flatten().clone(), "next_obs": self.next_obs.clone(),
+            "final_index": torch.cat(index) if index else torch.zeros(0, dtype=torch.long),
+            "final_obs": torch.cat(final_obs) if final_obs else torch.zeros((0, *self.next_obs.shape[1:]),
+                                                                           dtype=self.next_obs.dtype),
+            "gamma": self.gamma, "gae_lambda": self.gae_lambda,
+        }
 
     def _sample_weights(self) -> tuple[Tensor, Any]:
         """``(weights, real)``: next-step autoreset's sample weights, 0 at a reset step (the step after a done),
@@ -171,6 +189,7 @@ class RolloutCollector:
         """Step every env ``num_steps`` times into the buffers; returns V(observation after the last step) and the
         returns and lengths of the episodes that finished."""
         self.final_values.zero_()
+        self.final_obs.clear()
         episodes: tuple[list, list] = ([], [])
         acting, stepping = clock.phase("act_ms"), clock.phase("env_ms")
         for step in range(self.num_steps):
@@ -237,6 +256,8 @@ class RolloutCollector:
             final_obs = batch_observations(info["final_obs"][idx], self.obs_space)
             recurrent = () if self.state is None else (self.state[idx],)  # the state after the episode's last input
             self.final_values[step, idx] = policy.value(final_obs, *recurrent)
+            if self.keep_trace:
+                self.final_obs.append((torch.from_numpy(step * self.num_envs + idx), final_obs.clone()))
 
     # -- checkpointing (at rollout boundaries) -------------------------------------------------------------------
     def state_dict(self) -> dict[str, Any]:

@@ -70,6 +70,11 @@ class PPODataModule(L.LightningDataModule):
             with the initial ones); ``model.decoupled`` corrects the update for that lag (:mod:`lit_ppo.learning.decoupled`).
             Same seed, same numbers, and resumable, as without it; needs ``model.actor_device: cpu``
             (:mod:`lit_ppo.collection.overlap.dataset`). Off by default: synchronous PPO stays the reference.
+        recompute_advantages: before each pass over a rollout after the first, recompute its GAE advantages and
+            returns with the current critic (Tianshou's ``recompute_advantage``, part of its MuJoCo recipe): the
+            rollout then also carries its rewards, ends and bootstrap observations
+            (:func:`lit_ppo.collection.gae.recompute_gae`). Costs one critic pass over the rollout per epoch.
+            Feed-forward policies only. Off by default.
     """
 
     def __init__(
@@ -91,6 +96,7 @@ class PPODataModule(L.LightningDataModule):
         action_masks: Optional[str] = None,
         seed: Optional[int] = None,
         overlap: bool = False,
+        recompute_advantages: bool = False,
     ) -> None:
         super().__init__()
         require(num_envs > 0, "data.num_envs", f"must be positive, got {num_envs}.")
@@ -200,6 +206,7 @@ class PPODataModule(L.LightningDataModule):
         recipe = self.rollout_recipe(self.rank)
         if placement.policy.state_size:
             recipe.check_sequence_minibatches()  # before a process is started
+            recipe.check_recompute()
         return OverlappedRolloutDataset(recipe, placement.policy, self._collective_failures())
 
     def _collective_failures(self):

@@ -4,6 +4,8 @@ returns it gives (explained variance)."""
 import torch
 from torch import Tensor
 
+from lit_ppo.collection.rollout import Rollout
+
 
 def compute_gae(
     rewards: Tensor,
@@ -39,3 +41,19 @@ def explained_variance(predicted: Tensor, target: Tensor) -> float:
     if var_target == 0:
         return float("nan")
     return float(1.0 - (target - predicted).var() / var_target)
+
+
+def recompute_gae(rollout: Rollout, values: Tensor, last_values: Tensor, final_values: Tensor) -> tuple[Tensor, Tensor]:
+    """GAE(lambda) advantages and returns of ``rollout`` (one with :attr:`Rollout.has_trace`) under other value
+    estimates: ``values`` ``[B]`` of its samples, ``last_values`` ``[num_envs]`` of ``rollout.next_obs`` and
+    ``final_values`` ``[K]`` of ``rollout.final_obs``; the same trace as the collector's (:func:`compute_gae`),
+    so that the acting values give back the rollout's own advantages. Tianshou's ``recompute_advantage``: with
+    the critic of the update's current epoch, the later epochs learn from fresher advantages."""
+    n = last_values.shape[0]
+    t = rollout.size // n
+    next_values = torch.cat([values[n:], last_values]).clone()
+    next_values[rollout.final_index] = final_values  # same-step: a truncated episode's own final observation
+    shape = (t, n)
+    return tuple(x.flatten() for x in compute_gae(
+        rollout.rewards.view(shape), values.view(shape), next_values.view(shape), rollout.terminated.view(shape),
+        rollout.dones.view(shape), rollout.gamma, rollout.gae_lambda))

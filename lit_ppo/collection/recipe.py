@@ -64,6 +64,12 @@ class RolloutRecipe:
                 f"i.e. one of {options}; got {s['minibatch_size']}."
             )
 
+    def check_recompute(self) -> None:
+        """Recomputed advantages need each sample's value alone; a recurrent value depends on the whole sequence."""
+        if self.settings.get("recompute_advantages"):
+            raise ConfigError("data.recompute_advantages: not available with a recurrent policy (model.recurrent), "
+                              "whose values would have to be replayed over whole sequences; set it to false.")
+
     def build(self, placement, first_failure: Optional[Callable[[Optional[str]], Optional[str]]] = None,
               policy_lag: int = 0) -> RolloutDataset:
         """The rollout stream, acting with what ``placement`` (:class:`lit_ppo.collection.acting.PolicyPlacement`) gives,
@@ -72,12 +78,14 @@ class RolloutRecipe:
         state_size = placement.policy.state_size
         if state_size:
             self.check_sequence_minibatches()
+            self.check_recompute()
         envs = make_vector_env(s["env_id"], s["num_envs"], s["vectorization"], s["env_kwargs"], s["wrappers"],
                                seed=self.seed)
         collector = RolloutCollector(
             envs, s["num_steps"], s["gamma"], s["gae_lambda"], self.seed, torch.Generator().manual_seed(self.seed),
             env_id=s["env_id"], rank=self.rank, normalize_reward=s["normalize_reward"],
             action_masks=self.mask_reader(), state_size=state_size,
+            keep_trace=bool(s.get("recompute_advantages")),
         )
         return RolloutDataset(collector, placement, s["update_epochs"], s["minibatch_size"], self.steps_per_iteration,
                               s["total_timesteps"], first_failure, sequences=state_size > 0, policy_lag=policy_lag)

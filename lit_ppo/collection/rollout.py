@@ -22,8 +22,8 @@ from torch import Tensor
 # The keys of Rollout.timings, milliseconds of this rollout's collection, each measured where the work happens.
 TIMING_KEYS = ("env_ms", "act_ms", "gae_ms", "sync_ms")
 
-# A field's role (its ``metadata["role"]``).
-SAMPLE, PER_ENV, VARIABLE = "sample", "per_env", "variable"
+# A field's role (its ``metadata["role"]``). TRACE: a whole-rollout tensor of fixed shape that no minibatch takes.
+SAMPLE, PER_ENV, VARIABLE, TRACE = "sample", "per_env", "variable", "trace"
 
 
 def _tensor(role: str, empty: Optional[tuple[tuple[int, ...], torch.dtype]] = None) -> Any:
@@ -67,6 +67,14 @@ class Rollout:
             step-major (``t * num_envs + env`` for each step ``t`` of each of its environments), so that it reshapes
             to ``[num_steps, envs]``.
 
+    What recomputing the advantages between epochs needs (``data.recompute_advantages``; all empty otherwise):
+        rewards, terminated, dones: ``[B]`` the rewards GAE used (scaled where ``data.normalize_reward``), and
+            whether each step ended its episode by termination / by either termination or truncation.
+        next_obs: ``[num_envs, ...]`` the observations after the rollout's last step, whose values close the trace.
+        final_obs, final_index: ``[K, ...]`` and ``[K]`` (same-step autoreset) the final observations of the episodes
+            truncated during the rollout and the samples they follow, bootstrapped from.
+        gamma, gae_lambda: the discount and lambda the collector used.
+
     Statistics and bookkeeping:
         reward_returns: discounted returns of the raw rewards at the real transitions, from which the reward scale
             is estimated (empty when reward normalization is off).
@@ -101,6 +109,14 @@ class Rollout:
     episode_starts: Tensor = _tensor(SAMPLE, empty=((0,), torch.bool))
     recurrent_states: Tensor = _tensor(PER_ENV, empty=((0, 0), torch.float32))
     importance_weights: Tensor = _tensor(SAMPLE, empty=((0,), torch.float32))
+    rewards: Tensor = _tensor(TRACE, empty=((0,), torch.float32))
+    terminated: Tensor = _tensor(TRACE, empty=((0,), torch.bool))
+    dones: Tensor = _tensor(TRACE, empty=((0,), torch.bool))
+    next_obs: Tensor = _tensor(TRACE, empty=((0,), torch.float32))
+    final_obs: Tensor = _tensor(VARIABLE, empty=((0,), torch.float32))
+    final_index: Tensor = _tensor(VARIABLE, empty=((0,), torch.long))
+    gamma: float = float("nan")
+    gae_lambda: float = float("nan")
     nonfinite: tuple[str, ...] = ()
     explained_variance: float = float("nan")
     env_steps: int = 0
@@ -129,12 +145,22 @@ class Rollout:
                 parts[f.name] = value[index[: index.numel() * value.shape[0] // self.size]]
         return Minibatch(**parts)
 
-    def minibatches(self) -> Iterator["Minibatch"]:
-        """The update's minibatches in order: ``update_epochs`` passes of ``num_minibatches``. A minibatch that is the
-        whole rollout is the rollout itself (no gather: the loss does not depend on the order of the samples), the
-        same object in every pass."""
+    @property
+    def update_epochs(self) -> int:
+        return int(self.minibatch_indices.shape[0])
+
+    @property
+    def has_trace(self) -> bool:
+        """It carries what :func:`lit_ppo.collection.gae.recompute_gae` needs (``data.recompute_advantages``)."""
+        return bool(self.rewards.numel())
+
+    def minibatches(self, epoch: Optional[int] = None) -> Iterator["Minibatch"]:
+        """The update's minibatches in order: ``update_epochs`` passes of ``num_minibatches`` (``epoch``: that pass's
+        only). A minibatch that is the whole rollout is the rollout itself (no gather: the loss does not depend on
+        the order of the samples), the same object in every pass."""
         whole = None
-        for index in self.minibatch_indices.flatten(0, 1):
+        indices = self.minibatch_indices.flatten(0, 1) if epoch is None else self.minibatch_indices[epoch]
+        for index in indices:
             if index.numel() == self.size:
                 whole = whole if whole is not None else self.minibatch()
                 yield whole

@@ -7,6 +7,7 @@ so precision plugins, strategies and optimizer hooks all apply; Lightning's per-
 not once per minibatch (docs/design.md). Everything the module learns and logs comes in the batch.
 """
 
+import dataclasses
 import time
 from collections.abc import Sequence
 from functools import partial
@@ -17,6 +18,7 @@ import torch
 from torch import Tensor
 
 from lit_ppo.collection.acting import check_actor_device
+from lit_ppo.collection.gae import recompute_gae
 from lit_ppo.collection.rollout import Rollout
 from lit_ppo.collection.teardown import CloseEnvironmentsOnError
 from lit_ppo.checkpointing.callbacks import SaveLastOnStop
@@ -185,19 +187,29 @@ class PPOModule(L.LightningModule):
             group["lr"] = lr
         sums = torch.zeros(len(LOSS_NAMES), device=self.device)
         updates = skipped = 0
-        for minibatch in rollout.minibatches():
-            loss, terms = self.objective(self.objective.prepare(minibatch, ppo.norm_adv), clip_coef)
-            if ppo.target_kl is not None and self._kl_exceeded(terms):
-                break  # as SB3: the update that would exceed it is not applied
-            if self.nonfinite.skip(terms, self.trainer.strategy):
-                skipped += 1
-                continue
-            sums += terms  # no sync here: a non-finite term carries into the sums, checked once per rollout
-            updates += 1
-            optimizer.zero_grad()
-            self.manual_backward(loss)
-            optimizer.step()  # clipping happens in on_before_optimizer_step
+        for epoch in range(rollout.update_epochs):
+            if epoch and rollout.has_trace:
+                rollout = self._recompute_advantages(rollout)
+            for minibatch in rollout.minibatches(epoch):
+                loss, terms = self.objective(self.objective.prepare(minibatch, ppo.norm_adv), clip_coef)
+                if ppo.target_kl is not None and self._kl_exceeded(terms):
+                    return sums, updates, skipped  # as SB3: the update that would exceed it is not applied
+                if self.nonfinite.skip(terms, self.trainer.strategy):
+                    skipped += 1
+                    continue
+                sums += terms  # no sync here: a non-finite term carries into the sums, checked once per rollout
+                updates += 1
+                optimizer.zero_grad()
+                self.manual_backward(loss)
+                optimizer.step()  # clipping happens in on_before_optimizer_step
         return sums, updates, skipped
+
+    @torch.no_grad()
+    def _recompute_advantages(self, rollout: Rollout) -> Rollout:
+        """``data.recompute_advantages``: the rollout with GAE recomputed from the current critic's values."""
+        values = [self.policy.value(obs).float() for obs in (rollout.obs, rollout.next_obs, rollout.final_obs)]
+        advantages, returns = recompute_gae(rollout, *values)
+        return dataclasses.replace(rollout, advantages=advantages, returns=returns)
 
     def on_before_optimizer_step(self, optimizer: torch.optim.Optimizer) -> None:
         # Lightning calls this after the mixed-precision unscale (and after DDP's gradient averaging).
