@@ -64,3 +64,32 @@ def test_decoupled_setting_leaves_a_synchronous_fit_bit_identical():
     assert "stats/lag_kl" not in decoupled.rollout_metrics
     for (name, a), b in zip(plain.policy.state_dict().items(), decoupled.policy.state_dict().values()):
         assert torch.equal(a, b), name
+
+
+def test_importance_weights_above_the_bound_count_as_the_bound_against_hand_computed_values():
+    ratios = torch.tensor([0.5, 1.0, 1.5])
+    args = dict(new_logprob=ratios.log() - 1.0, old_logprob=torch.full((3,), -1.0),
+                advantages=torch.tensor([1.0, -1.0, 2.0]), entropy=torch.zeros(3), new_values=torch.zeros(3),
+                old_values=torch.zeros(3), returns=torch.zeros(3), clip_coef=0.2,
+                importance_weights=torch.tensor([4.0, 0.5, 2.5]))
+    # per sample max(-A r, -A clip(r, .8, 1.2)) = -.5, 1, -2.4; the weights 4 and 2.5 count as 2
+    assert ppo_loss_terms(**args, max_importance_weight=2.0).policy.item() == pytest.approx(
+        (-0.5 * 2 + 1 * 0.5 - 2.4 * 2) / 3, abs=1e-6)
+    assert ppo_loss_terms(**args).policy.item() == pytest.approx((-0.5 * 4 + 1 * 0.5 - 2.4 * 2.5) / 3, abs=1e-6)
+
+
+def test_an_overlapped_decoupled_fit_logs_the_share_of_truncated_weights(no_child_left):
+    model, _ = fit(iterations=4, model_kwargs={"decoupled": True})
+    assert model.objective.max_importance_weight == 2.0  # the default bound reaches the surrogate
+    share = model.rollout_metrics["stats/truncated_weights"]
+    assert 0.0 <= share < 0.05  # one update of lag: the bound acts on the tail only
+    unbounded, _ = fit(iterations=2, model_kwargs={"decoupled": True, "decoupled_max_weight": None})
+    assert unbounded.objective.max_importance_weight is None and "stats/truncated_weights" not in unbounded.rollout_metrics
+
+
+def test_a_bound_below_1_is_refused_naming_the_key():
+    from lit_ppo.errors import ConfigError
+    from lit_ppo.learning.settings import PPOSettings
+
+    with pytest.raises(ConfigError, match="model.decoupled_max_weight: must be >= 1"):
+        PPOSettings.parse(decoupled=True, decoupled_max_weight=0.5)

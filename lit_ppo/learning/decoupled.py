@@ -9,6 +9,14 @@ the two roles: the clip is centred on the *proximal* policy (here: the learner's
 starts) and each sample's surrogate is weighted by ``pi_prox(a|s) / pi_behaviour(a|s)``, the importance weight
 that makes the behaviour policy's samples stand for the proximal policy's. With no lag the weights are 1 and it is
 PPO's own objective. Advantages and returns stay the collector's (GAE over the behaviour policy's values).
+
+The weights are unbounded in principle: a sample the behaviour policy drew with a small probability that the
+learner has since made likely gets a large weight, and one such sample can dominate a minibatch's gradient. The
+surrogate truncates them at ``model.decoupled_max_weight`` (default 2), as V-trace (Espeholt et al. 2018, IMPALA)
+truncates its importance ratios at rho-bar: above it the sample counts as if the proximal policy were twice as
+likely as the behaviour one to take its action. With one update of lag the weights sit near 1 (a PPO update moves
+each ratio by about the clip's 0.2), so the bound acts on the tail only; ``stats/truncated_weights`` says how much.
+The rollout keeps the true weights (``stats/lag_kl`` is measured on them); the bound is the objective's.
 """
 
 import dataclasses
@@ -43,3 +51,9 @@ def lag_kl(rollout: Rollout) -> float:
     w = rollout.importance_weights.double()
     mean = weighted_mean(rollout.weights.double() if rollout.weights.numel() else None)
     return float(mean((w - 1.0) - w.log()))
+
+
+def truncated_share(rollout: Rollout, max_weight: float) -> float:
+    """The share of the real transitions whose importance weight the surrogate truncates (``stats/truncated_weights``)."""
+    mean = weighted_mean(rollout.weights.double() if rollout.weights.numel() else None)
+    return float(mean((rollout.importance_weights > max_weight).double()))

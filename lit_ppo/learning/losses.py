@@ -52,11 +52,12 @@ def ppo_loss_terms(
     value_clip_coef: Union[float, Tensor, None] = None,
     weights: Optional[Tensor] = None,
     importance_weights: Optional[Tensor] = None,
+    max_importance_weight: Optional[float] = None,
 ) -> PPOLossTerms:
     """All terms in fp32 whatever the autocast state, so ``exp(log_ratio)`` cannot overflow in half precision.
     With ``weights``, every term is a mean over the samples weighted by them (a reset step's weight is 0). With
     ``importance_weights`` (decoupled PPO, :mod:`lit_ppo.learning.decoupled`), each sample's clipped surrogate is multiplied
-    by its weight; ``old_logprob`` is then the proximal policy's."""
+    by its weight, truncated at ``max_importance_weight`` where given; ``old_logprob`` is then the proximal policy's."""
     mean = weighted_mean(weights)
     new_logprob, old_logprob = new_logprob.float(), old_logprob.float()
     advantages, new_values = advantages.float(), new_values.float()
@@ -64,7 +65,10 @@ def ppo_loss_terms(
     ratio = log_ratio.exp()
     surrogate = torch.max(-advantages * ratio, -advantages * ratio.clamp(1.0 - clip_coef, 1.0 + clip_coef))
     if importance_weights is not None:
-        surrogate = importance_weights.float() * surrogate
+        weight = importance_weights.float()
+        if max_importance_weight is not None:
+            weight = weight.clamp(max=max_importance_weight)
+        surrogate = weight * surrogate
     value_error = (new_values - returns) ** 2
     if value_clip_coef is not None:
         clipped = old_values + (new_values - old_values).clamp(-value_clip_coef, value_clip_coef)

@@ -3,7 +3,7 @@
 
 from collections import deque
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Optional
 
 import lightning as L
 import torch
@@ -12,7 +12,7 @@ from torchmetrics import MeanMetric
 
 from lit_ppo.collection.rollout import Rollout
 from lit_ppo.learning.progress_bar import EnvStepProgressBar
-from lit_ppo.learning.decoupled import lag_kl
+from lit_ppo.learning.decoupled import lag_kl, truncated_share
 from lit_ppo.learning.losses import LOSS_NAMES
 
 PROGRESS_METRICS = ("rollout/return_mean", "time/env_steps", "time/sps")  # what a progress bar shows
@@ -29,6 +29,7 @@ class UpdateSummary:
     lr: float
     clip_coef: float
     learn_ms: float
+    max_weight: Optional[float] = None  # decoupled PPO's truncation of its importance weights
 
     def mean_terms(self) -> Tensor:
         """The loss terms' means over the applied updates (NaN when none was applied)."""
@@ -43,6 +44,8 @@ class UpdateSummary:
                         "time/learn_ms": self.learn_ms})
         if self.rollout.importance_weights.numel():
             metrics["stats/lag_kl"] = lag_kl(self.rollout)
+            if self.max_weight is not None:
+                metrics["stats/truncated_weights"] = truncated_share(self.rollout, self.max_weight)
         if updates:
             metrics["stats/updates"] = float(self.updates)
         if skipped:

@@ -67,6 +67,8 @@ class PPOModule(L.LightningModule):
         decoupled: with ``data.overlap``, clip around the learner's policy at the update's start and weight each sample
             by its ratio to the older policy that acted (decoupled PPO, :mod:`lit_ppo.learning.decoupled`); ``false``: around
             the acting policy, as Cleanba does. No effect on synchronous rollouts (the acting policy is the learner's).
+        decoupled_max_weight: truncate those importance weights at this value in the surrogate, as V-trace truncates
+            its ratios (``null``: unbounded); ``stats/truncated_weights`` logs the share of samples truncated.
         target_kl: SB3's early stop: a minibatch whose approx KL (before its step) exceeds ``1.5 * target_kl`` ends
             the rollout's updates unapplied (None: off); ``stats/updates`` logs how many were applied.
         actor_device: where the rollout's policy acts (environments always step on the CPU): ``cpu`` (a CPU copy
@@ -103,6 +105,7 @@ class PPOModule(L.LightningModule):
         norm_adv: bool = True,
         target_kl: Optional[float] = None,
         decoupled: bool = False,
+        decoupled_max_weight: Optional[float] = 2.0,
         actor_device: str = "cpu",
         on_nonfinite: str = "stop",
         max_skipped_rollouts: int = 3,
@@ -118,7 +121,8 @@ class PPOModule(L.LightningModule):
         self.automatic_optimization = False  # several optimizer steps per Lightning step: see the module docstring
         self.policy = ActorCritic.from_settings(self.hparams)
         ent_coef = default_ent_coef(env_spec["action"]) if self.ppo.ent_coef is None else self.ppo.ent_coef
-        self.objective = PPOObjective(self.policy, self.ppo.vf_coef, ent_coef, self.ppo.value_clip, self.ppo.compile)
+        self.objective = PPOObjective(self.policy, self.ppo.vf_coef, ent_coef, self.ppo.value_clip, self.ppo.compile,
+                                      self.ppo.decoupled_max_weight)
         self.recent_episodes = RecentEpisodes(RECENT_EPISODES)
         self.nonfinite = NonFiniteGuard(self.ppo.on_nonfinite, self.ppo.max_skipped_rollouts)
         self.rollout_metrics: dict[str, float] = {}  # the latest rollout's metrics, as the loggers got them
@@ -177,7 +181,8 @@ class PPOModule(L.LightningModule):
                                      self.trainer.strategy, self.current_epoch + 1, self.global_step)
         self._update_normalization(rollout)
         self._summary = UpdateSummary(rollout, sums, updates, skipped, lr, clip_coef,
-                                      learn_ms=(time.perf_counter() - start) * 1e3)
+                                      learn_ms=(time.perf_counter() - start) * 1e3,
+                                      max_weight=self.ppo.decoupled_max_weight)
 
     def _update(self, rollout: Rollout, lr: float, clip_coef: float) -> tuple[Tensor, int, int]:
         """``update_epochs`` passes of minibatch steps; the terms summed over the applied updates, their number, skips."""

@@ -35,6 +35,7 @@ class PPOObjective:
 
     ``value_clip`` is the value clip range (SB3's ``clip_range_vf``): the new values stay within it of the rollout's
     values, or None for no value clipping. It is its own constant, not the policy's (possibly annealed) clip.
+    ``max_importance_weight`` truncates decoupled PPO's importance weights in the surrogate (None: unbounded).
 
     With ``compile`` (``True`` or a ``torch.compile`` mode), the forward pass and the loss run as one compiled
     graph, and so does its backward (AOTAutograd): at PPO's minibatch sizes the eager ops are launch- and
@@ -48,7 +49,7 @@ class PPOObjective:
     """
 
     def __init__(self, policy: ActorCritic, vf_coef: float, ent_coef: float, value_clip: Optional[float] = None,
-                 compile: Union[bool, str] = False) -> None:
+                 compile: Union[bool, str] = False, max_importance_weight: Optional[float] = None) -> None:
         # A recurrent core splits each sequence at its episode starts into pieces whose lengths are data: every
         # rollout's shapes differ, so Dynamo breaks the graph and recompiles instead of fusing anything (measured,
         # both beside two other runs: a 4k-step cartpole_pomdp fit took 32 s against 10 s eager, with pages of
@@ -57,6 +58,7 @@ class PPOObjective:
                 "is not supported with model.recurrent (the sequence pieces between episode starts have "
                 "data-dependent shapes, which torch.compile cannot fuse); set model.compile: false.")
         self.policy, self.vf_coef, self.ent_coef, self.value_clip = policy, vf_coef, ent_coef, value_clip
+        self.max_importance_weight = max_importance_weight  # decoupled PPO's truncation (lit_ppo.learning.decoupled)
         mode = None if compile is True or compile == "default" else compile
         self.compiled: Optional[Callable] = torch.compile(self._objective, mode=mode) if compile else None
         self._compiled_ok = False  # the first compiled call succeeded: later errors are raised, not hidden
@@ -75,7 +77,8 @@ class PPOObjective:
                                                             mb.episode_starts)
         terms = ppo_loss_terms(logprob, mb.logprobs, mb.advantages, entropy, new_values, mb.values, mb.returns,
                                clip_coef=clip_coef, value_clip_coef=self.value_clip, weights=mb.weights,
-                               importance_weights=mb.importance_weights)
+                               importance_weights=mb.importance_weights,
+                               max_importance_weight=self.max_importance_weight)
         loss = terms.policy + self.vf_coef * terms.value
         if self.ent_coef:  # with no bonus, backward does not go through the entropy at all
             loss = loss - self.ent_coef * terms.entropy

@@ -26,6 +26,7 @@ class PPOSettings:
     norm_adv: bool = True
     target_kl: Optional[float] = None
     decoupled: bool = False
+    decoupled_max_weight: Optional[float] = 2.0
     on_nonfinite: str = "stop"
     max_skipped_rollouts: int = 3
     compile: Union[bool, str] = False
@@ -44,6 +45,9 @@ class PPOSettings:
                 "model.clip_vloss", f"must be false, true (clip with clip_coef) or a positive value clip range, got "
                 f"{s.clip_vloss!r}.")
         require(s.target_kl is None or s.target_kl > 0, "model.target_kl", f"must be positive or null, got {s.target_kl}.")
+        require(s.decoupled_max_weight is None or s.decoupled_max_weight >= 1.0, "model.decoupled_max_weight",
+                f"must be >= 1 (1 truncates every weight above 1, as V-trace's rho-bar of 1) or null (unbounded), got "
+                f"{s.decoupled_max_weight}.")
         require(s.on_nonfinite in NONFINITE_MODES, "model.on_nonfinite", f"must be 'stop' or 'skip', got {s.on_nonfinite!r}.")
         require(s.max_skipped_rollouts >= 1, "model.max_skipped_rollouts", f"must be >= 1, got {s.max_skipped_rollouts}.")
         require(s.compile in COMPILE_CHOICES, "model.compile", f"must be one of {COMPILE_CHOICES}, got {s.compile!r}.")
