@@ -25,7 +25,8 @@ import sys
 from pathlib import Path
 
 NEEDS = {"mujoco": ("Hopper", "Walker2d", "HalfCheetah", "Ant", "Humanoid", "Swimmer", "Reacher", "Inverted"),
-         "Box2D": ("LunarLander", "BipedalWalker", "CarRacing"), "ale_py": ("ale_py", "Breakout", "Pong")}
+         "Box2D": ("LunarLander", "BipedalWalker", "CarRacing"),
+         "mpe2": ("simple_spread",), "ale_py": ("ale_py", "Breakout", "Pong")}
 
 
 def option(args: list[str], name: str):
@@ -91,7 +92,11 @@ def lit_ppo(args: list[str]) -> int:
         if (package := missing_package(args)):
             print(f"not run: python -m lit_ppo {' '.join(args)} (needs {package})")
             return 0
-        extra += ["--data.eval_episodes", "2", "--trainer.enable_progress_bar", "false"]
+        # rows of a multi-agent env are agents: its config's eval_episodes is already the multiple of them it needs
+        vectorization = str(config_data(args).get("vectorization", ""))
+        if "lit_ppo.envs.multiagent" not in vectorization:
+            extra += ["--data.eval_episodes", "2"]
+        extra += ["--trainer.enable_progress_bar", "false"]
     ckpt = option(args, "--ckpt_path")
     if ckpt and ckpt != "last" and not os.path.exists(ckpt):
         made = re.fullmatch(r"runs/(\w+)/checkpoints/\w+\.ckpt", ckpt)

@@ -1,0 +1,149 @@
+"""Several agents as rows of one vector env: a PettingZoo ``ParallelEnv`` for ``data.vectorization``.
+
+Independent PPO with parameters shared across agents (IPPO): ``data.num_envs`` rows are ``num_envs / agents``
+copies of the parallel env times its agents, row ``copy * agents + i`` being agent ``i`` of that copy. Each row is
+an environment to the rest of lit_ppo: its own observation, action, reward, termination and truncation, so the
+collector, GAE, the loss, the overlap, DDP and checkpoints take agents unchanged, and the training and evaluation
+returns are per agent. ``agent_id: true`` appends a one-hot of the agent's index to its observation, so that one
+network can act differently per agent.
+
+Used from a config as ``data.vectorization: {class_path: lit_ppo.envs.multiagent.parallel_rows, init_args: {env:
+mpe2.simple_spread_v3, env_kwargs: {N: 3}}}`` (``docs/multiagent.md``). A copy resets when its episode ends, in the
+same step (gymnasium's same-step autoreset: a truncated agent's final observation is in ``info["final_obs"]``).
+
+Not yet: agents whose episodes end before their copy's (they need masking out of the loss and GAE), agents of
+different spaces (one network per group), a centralized critic (MAPPO), turn-based (AEC) games. Each is refused by
+name rather than trained wrongly.
+"""
+
+import importlib
+from typing import Any, Optional
+
+import gymnasium as gym
+import numpy as np
+from gymnasium.vector import AutoresetMode
+from gymnasium.vector.utils import batch_space
+
+from lit_ppo.errors import ConfigError
+
+
+def load_parallel_env(env: str, env_kwargs: Optional[dict[str, Any]] = None):
+    """A PettingZoo ``ParallelEnv`` from ``module`` (its ``parallel_env``, as PettingZoo's own modules have, e.g.
+    ``mpe2.simple_spread_v3``) or ``module:factory``."""
+    module_name, _, name = env.partition(":")
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as err:
+        raise ConfigError(f"data.vectorization.env: cannot import {module_name!r} ({err}); install the package that "
+                          "provides it (PettingZoo's environments: pip install 'lit_ppo[multiagent]').") from None
+    factory = getattr(module, name or "parallel_env", None)
+    if factory is None:
+        raise ConfigError(f"data.vectorization.env: {module_name!r} has no {name or 'parallel_env'!r}; name a function "
+                          "returning a PettingZoo ParallelEnv as 'module:function'.")
+    made = factory(**(env_kwargs or {}))
+    from pettingzoo import AECEnv, ParallelEnv
+
+    if isinstance(made, AECEnv):
+        made.close()
+        raise ConfigError(f"data.vectorization.env: {env!r} is a turn-based (AEC) environment; this adapter needs the "
+                          "parallel API: give its parallel_env, or pettingzoo.utils.conversions.aec_to_parallel of it "
+                          "(turn-based self-play is not available yet).")
+    if not isinstance(made, ParallelEnv):
+        raise ConfigError(f"data.vectorization.env: {env!r} made a {type(made).__name__}, not a PettingZoo ParallelEnv.")
+    return made
+
+
+class ParallelEnvRows(gym.vector.VectorEnv):
+    """``copies`` PettingZoo parallel envs as one vector env of ``copies * agents`` rows (see the module)."""
+
+    metadata = {"autoreset_mode": AutoresetMode.SAME_STEP}
+
+    def __init__(self, copies: int, env: str, env_kwargs: Optional[dict[str, Any]] = None, agent_id: bool = False):
+        self.envs = [load_parallel_env(env, env_kwargs) for _ in range(copies)]
+        first = self.envs[0]
+        self.agents = list(first.possible_agents)
+        self.name, self.agent_id = env, agent_id
+        spaces = {a: (first.observation_space(a), first.action_space(a)) for a in self.agents}
+        odd = [a for a, s in spaces.items() if s != spaces[self.agents[0]]]
+        if odd:
+            self.close()
+            raise ConfigError(f"data.vectorization: the agents of {env!r} do not share one observation and action "
+                              f"space ({self.agents[0]}: {spaces[self.agents[0]]}; {odd[0]}: {spaces[odd[0]]}), which "
+                              "one shared network needs; one network per agent group is not available yet.")
+        obs_space, self.single_action_space = spaces[self.agents[0]]
+        if agent_id:
+            if not (isinstance(obs_space, gym.spaces.Box) and len(obs_space.shape) == 1):
+                self.close()
+                raise ConfigError(f"data.vectorization.agent_id: needs flat Box observations to append the agent's "
+                                  f"one-hot to; {env!r} observes {obs_space}.")
+            n = len(self.agents)
+            obs_space = gym.spaces.Box(np.concatenate([obs_space.low, np.zeros(n)]).astype(obs_space.dtype),
+                                       np.concatenate([obs_space.high, np.ones(n)]).astype(obs_space.dtype),
+                                       dtype=obs_space.dtype)
+        self.single_observation_space = obs_space
+        self.num_envs = copies * len(self.agents)
+        self.observation_space = batch_space(obs_space, self.num_envs)
+        self.action_space = batch_space(self.single_action_space, self.num_envs)
+
+    def _row_obs(self, agent_index: int, obs: Any) -> Any:
+        if not self.agent_id:
+            return obs
+        one_hot = np.zeros(len(self.agents), dtype=self.single_observation_space.dtype)
+        one_hot[agent_index] = 1
+        return np.concatenate([np.asarray(obs, dtype=one_hot.dtype), one_hot])
+
+    def _rows(self, copy: int, observations: dict) -> list:
+        return [self._row_obs(i, observations[a]) for i, a in enumerate(self.agents)]
+
+    def reset(self, *, seed: Optional[Any] = None, options: Optional[dict] = None):
+        seeds = seed if isinstance(seed, (list, tuple)) else [None if seed is None else seed + i
+                                                             for i in range(len(self.envs))]
+        rows = []
+        for copy, (env, s) in enumerate(zip(self.envs, seeds)):
+            observations, _ = env.reset(seed=s, options=options)
+            rows += self._rows(copy, observations)
+        return np.stack(rows), {}
+
+    def step(self, actions):
+        n = len(self.agents)
+        rows, rewards = [], np.zeros(self.num_envs, np.float32)
+        terminated, truncated = np.zeros(self.num_envs, bool), np.zeros(self.num_envs, bool)
+        final_obs, has_final = np.full(self.num_envs, None, dtype=object), np.zeros(self.num_envs, bool)
+        for copy, env in enumerate(self.envs):
+            base = copy * n
+            observations, reward, term, trunc, _ = env.step({a: actions[base + i] for i, a in enumerate(self.agents)})
+            for i, a in enumerate(self.agents):
+                rewards[base + i], terminated[base + i], truncated[base + i] = reward[a], term[a], trunc[a]
+            done = terminated[base:base + n] | truncated[base:base + n]
+            if done.any() and not done.all():
+                early = [a for i, a in enumerate(self.agents) if done[i]]
+                raise ConfigError(f"data.vectorization: in {self.name!r} agent(s) {early} finished before the others "
+                                  "of their episode; agents that leave mid-episode (masked out of the loss and GAE) "
+                                  "are not available yet.")
+            rows += self._rows(copy, observations)
+            if done.all():
+                for i in range(n):
+                    final_obs[base + i], has_final[base + i] = rows[base + i], True
+                observations, _ = env.reset()
+                rows[base:base + n] = self._rows(copy, observations)
+        info = {"final_obs": final_obs, "_final_obs": has_final} if has_final.any() else {}
+        return np.stack(rows), rewards, terminated, truncated, info
+
+    def close_extras(self, **kwargs: Any) -> None:
+        for env in self.envs:
+            env.close()
+
+
+def parallel_rows(num_envs: int, env: str, env_kwargs: Optional[dict[str, Any]] = None,
+                  agent_id: bool = False) -> ParallelEnvRows:
+    """``data.vectorization``'s factory: ``num_envs`` rows (copies x agents) of the PettingZoo parallel env ``env``
+    (``module`` or ``module:factory``) made with ``env_kwargs``; ``agent_id``: a one-hot of the agent in its
+    observation. ``num_envs`` must be a multiple of the number of agents."""
+    probe = load_parallel_env(env, env_kwargs)
+    agents = len(probe.possible_agents)
+    probe.close()
+    if num_envs % agents:
+        raise ConfigError(f"data.num_envs: {env!r} has {agents} agents, each a row of the vector env, so num_envs must "
+                          f"be a multiple of {agents} (copies x agents); got {num_envs}. The same holds for "
+                          "data.eval_episodes, whose environments are rows too.")
+    return ParallelEnvRows(num_envs // agents, env, env_kwargs, agent_id)

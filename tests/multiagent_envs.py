@@ -1,0 +1,55 @@
+"""Small PettingZoo parallel environments for the multi-agent tests (``module:factory`` for
+``lit_ppo.envs.multiagent.parallel_rows``).
+
+``signal``: each agent observes a random bit (one-hot of 2) and earns 1 for answering it (action = bit), 0 otherwise;
+every agent is truncated after ``length`` steps together. Agent ``i``'s bit at step t of an episode seeded s is
+drawn from ``np.random.default_rng`` on reset, so the tests can write the rewards down.
+"""
+
+import functools
+
+import gymnasium as gym
+import numpy as np
+from pettingzoo import ParallelEnv
+
+
+class Signal(ParallelEnv):
+    metadata = {"name": "signal_v0"}
+
+    def __init__(self, agents: int = 2, length: int = 8, leave_early: bool = False, odd_space: bool = False):
+        self.possible_agents = [f"agent_{i}" for i in range(agents)]
+        self.length, self.leave_early, self.odd_space = length, leave_early, odd_space
+        self.rng = np.random.default_rng(0)
+
+    @functools.lru_cache(maxsize=None)
+    def observation_space(self, agent):
+        size = 3 if self.odd_space and agent == self.possible_agents[-1] else 2
+        return gym.spaces.Box(0.0, 1.0, (size,), np.float32)
+
+    @functools.lru_cache(maxsize=None)
+    def action_space(self, agent):
+        return gym.spaces.Discrete(2)
+
+    def _observe(self):
+        self.bits = {a: int(self.rng.integers(2)) for a in self.agents}
+        return {a: np.eye(2, dtype=np.float32)[b] for a, b in self.bits.items()}
+
+    def reset(self, seed=None, options=None):
+        if seed is not None:
+            self.rng = np.random.default_rng(seed)
+        self.agents, self.t = list(self.possible_agents), 0
+        return self._observe(), {a: {} for a in self.agents}
+
+    def step(self, actions):
+        rewards = {a: float(actions[a] == self.bits[a]) for a in self.agents}
+        self.t += 1
+        truncated = {a: self.t >= self.length for a in self.agents}
+        terminated = {a: self.leave_early and a == self.agents[-1] and self.t == 3 for a in self.agents}
+        observations = self._observe()
+        infos = {a: {} for a in self.agents}
+        self.agents = [a for a in self.agents if not (terminated[a] or truncated[a])]
+        return observations, rewards, terminated, truncated, infos
+
+
+def signal(**kwargs):
+    return Signal(**kwargs)
