@@ -70,6 +70,7 @@ class RolloutCollector:
         obs, info = self._call("reset", seed=seed)
         self.next_obs = observations_to_tensor(obs, self.obs_space)
         self.next_mask = self._read_masks(info)
+        self.next_active = self._read_active(info)
         action_shape, action_dtype = action_tensor_layout(action_spec(self.action_space))
         self.buffers = {
             # Observations as the policy takes them (uint8 images stay uint8: the learner scales them).
@@ -87,6 +88,9 @@ class RolloutCollector:
         self.rewards, self.terminated, self.dones, self.truncated_only = (
             torch.from_numpy(self._np[key]) for key in ("rewards", "terminated", "dones", "truncated_only"))
         self.final_values = torch.zeros((T, N))  # V(final observation) where an episode was truncated (same-step)
+        # Rows the vector env marks inactive (``info["active"]``: an agent whose episode ended before its copy's,
+        # lit_ppo.envs.multiagent): their steps get weight 0, as a next-step reset step does.
+        self.active = torch.ones((T, N), dtype=torch.bool)
         self.final_obs: list[tuple[int, Tensor]] = []  # keep_trace: (sample index, final observations) per step
         # NEXT_STEP: which sub-environments ended their episode at the previous rollout's last step (and so reset
         # at this rollout's first)
@@ -116,6 +120,10 @@ class RolloutCollector:
             ) from err
         finally:
             gym.logger.min_level = level
+
+    @staticmethod
+    def _read_active(info: dict[str, Any]) -> Optional[Tensor]:
+        return torch.as_tensor(info["active"], dtype=torch.bool) if "active" in info else None
 
     def _read_masks(self, info: dict[str, Any]) -> Optional[Tensor]:
         return None if self.masks is None else self.masks.read(self.envs, info, self.steps_taken // self.num_envs)
@@ -175,13 +183,18 @@ class RolloutCollector:
         }
 
     def _sample_weights(self) -> tuple[Tensor, Any]:
-        """``(weights, real)``: next-step autoreset's sample weights, 0 at a reset step (the step after a done),
-        and the index of the real transitions; same-step: no weights, every sample real."""
-        if not self.next_step:
+        """``(weights, real)``: the sample weights, 0 at a next-step reset step (the step after a done) and at an
+        inactive row's step, and the index of the real transitions; same-step with every row active: no weights,
+        every sample real."""
+        if not self.next_step and self.next_active is None:
             return torch.zeros(0), slice(None)
-        resets = torch.cat([self.resets_next.unsqueeze(0), self.dones[:-1]])
-        self.resets_next = self.dones[-1].clone()
-        weights = (~resets).float().flatten()
+        weights = torch.ones(self.active.numel())
+        if self.next_step:
+            resets = torch.cat([self.resets_next.unsqueeze(0), self.dones[:-1]])
+            self.resets_next = self.dones[-1].clone()
+            weights = (~resets).float().flatten()
+        if self.next_active is not None:
+            weights = weights * self.active.flatten().float()
         return weights, weights > 0
 
     @torch.inference_mode()
@@ -209,6 +222,8 @@ class RolloutCollector:
         log-probability and the value; returns the action as the environments take it."""
         buf = self.buffers
         buf["obs"][step] = self.next_obs
+        if self.next_active is not None:
+            self.active[step] = self.next_active
         extra: dict[str, Tensor] = {}
         if self.masks is not None:
             buf["action_masks"][step] = extra["action_mask"] = self.next_mask
@@ -234,6 +249,8 @@ class RolloutCollector:
         self.next_obs = observations_to_tensor(obs, self.obs_space)
         if self.masks is not None:
             self.next_mask = self._read_masks(info)
+        if self.next_active is not None:
+            self.next_active = self._read_active(info)
         if self.state is not None:  # same-step: the obs after a done is a first one; next-step: after a reset step
             ended = self.dones[step] if not self.next_step else (self.dones[step - 1] if step else self.resets_next)
             self.starts_next = ended.clone()
@@ -272,6 +289,7 @@ class RolloutCollector:
             "running_return": self.running_return.clone(),
             "resets_next": self.resets_next.clone(),
             "next_mask": None if self.next_mask is None else self.next_mask.clone(),
+            "next_active": None if self.next_active is None else self.next_active.clone(),
             "recurrent_state": None if self.state is None else self.state.clone(),
             "starts_next": self.starts_next.clone(),
         }
@@ -301,6 +319,8 @@ class RolloutCollector:
             self.next_obs = state["next_obs"]
             self.resets_next = state["resets_next"].clone()
             self.next_mask = state["next_mask"]
+            if state.get("next_active") is not None:  # absent: a checkpoint from before agents
+                self.next_active = state["next_active"].clone()
             if self.state is not None:
                 self.state, self.starts_next = state["recurrent_state"].clone(), state["starts_next"].clone()
             return None
@@ -311,6 +331,7 @@ class RolloutCollector:
         obs, info = self._call("reset", seed=seed)
         self.next_obs = observations_to_tensor(obs, self.obs_space)
         self.next_mask = self._read_masks(info)
+        self.next_active = self._read_active(info)
         self.running_return.zero_()
         self.resets_next.zero_()
         if self.state is not None:

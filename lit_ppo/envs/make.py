@@ -117,7 +117,10 @@ def make_vector_env(
 
     For the last three, ``wrappers`` must be vector wrappers (``gymnasium.vector.VectorWrapper`` subclasses, such as
     ``gymnasium.wrappers.vector.NormalizeObservation``) and wrap the vector env. Whatever builds it, the vector env's
-    autoreset mode is read from its ``metadata["autoreset_mode"]`` (:func:`autoreset_mode`), never assumed.
+    autoreset mode is read from its ``metadata["autoreset_mode"]`` (:func:`autoreset_mode`), never assumed. A vector
+    env with ``metadata["records_episode_statistics"]`` writes ``info["episode"]`` itself (as gymnasium's
+    ``RecordEpisodeStatistics`` would) and is not wrapped again; one that gives ``info["active"]`` (a bool per row)
+    marks rows whose steps count nowhere (:mod:`lit_ppo.envs.multiagent`).
     """
     if vectorization in ("sync", "async"):
         # A partial of a module-level function with plain-data arguments pickles into async workers, which
@@ -134,6 +137,8 @@ def make_vector_env(
             raise ConfigError(f"data.vectorization: {_describe(vectorization)} made {envs.num_envs} environments, "
                               f"but data.num_envs is {num_envs}; make the factory honour num_envs.")
     autoreset_mode(envs, vectorization)  # refuses DISABLED and unknown modes now, before any step
+    if envs.metadata.get("records_episode_statistics"):  # its rows' episodes are its own to count (multiagent.py)
+        return envs
     return gym.wrappers.vector.RecordEpisodeStatistics(envs)
 
 

@@ -10,10 +10,14 @@ network can act differently per agent.
 Used from a config as ``data.vectorization: {class_path: lit_ppo.envs.multiagent.parallel_rows, init_args: {env:
 mpe2.simple_spread_v3, env_kwargs: {N: 3}}}`` (``docs/multiagent.md``). A copy resets when its episode ends, in the
 same step (gymnasium's same-step autoreset: a truncated agent's final observation is in ``info["final_obs"]``).
+An agent whose episode ends before its copy's leaves a row that is inactive until the copy resets:
+``info["active"]`` says so and the collector gives those steps weight 0 in every loss term and in the statistics;
+GAE's trace is cut at the agent's end, as at any episode end. Episode statistics are the rows' own (one episode per
+agent, written in ``info["episode"]`` here rather than by gymnasium's wrapper, which would count an inactive row's
+steps).
 
-Not yet: agents whose episodes end before their copy's (they need masking out of the loss and GAE), agents of
-different spaces (one network per group), a centralized critic (MAPPO), turn-based (AEC) games. Each is refused by
-name rather than trained wrongly.
+Not yet: agents of different spaces (one network per group), a centralized critic (MAPPO), turn-based (AEC) games.
+Each is refused by name rather than trained wrongly.
 """
 
 import importlib
@@ -56,7 +60,7 @@ def load_parallel_env(env: str, env_kwargs: Optional[dict[str, Any]] = None):
 class ParallelEnvRows(gym.vector.VectorEnv):
     """``copies`` PettingZoo parallel envs as one vector env of ``copies * agents`` rows (see the module)."""
 
-    metadata = {"autoreset_mode": AutoresetMode.SAME_STEP}
+    metadata = {"autoreset_mode": AutoresetMode.SAME_STEP, "records_episode_statistics": True}
 
     def __init__(self, copies: int, env: str, env_kwargs: Optional[dict[str, Any]] = None, agent_id: bool = False):
         self.envs = [load_parallel_env(env, env_kwargs) for _ in range(copies)]
@@ -87,47 +91,66 @@ class ParallelEnvRows(gym.vector.VectorEnv):
 
     def _row_obs(self, agent_index: int, obs: Any) -> Any:
         if not self.agent_id:
-            return obs
+            return np.asarray(obs)
         one_hot = np.zeros(len(self.agents), dtype=self.single_observation_space.dtype)
         one_hot[agent_index] = 1
         return np.concatenate([np.asarray(obs, dtype=one_hot.dtype), one_hot])
 
-    def _rows(self, copy: int, observations: dict) -> list:
-        return [self._row_obs(i, observations[a]) for i, a in enumerate(self.agents)]
+    def _reset_copy(self, copy: int, seed: Optional[int] = None, options: Optional[dict] = None) -> None:
+        observations, _ = self.envs[copy].reset(seed=seed, options=options)
+        base = copy * len(self.agents)
+        for i, a in enumerate(self.agents):
+            self.obs[base + i] = self._row_obs(i, observations[a])
+        self.active[base:base + len(self.agents)] = True
+        self.returns[base:base + len(self.agents)], self.lengths[base:base + len(self.agents)] = 0.0, 0
+
+    def _info(self, **extra: Any) -> dict[str, Any]:
+        return {"active": self.active.copy(), **extra}
 
     def reset(self, *, seed: Optional[Any] = None, options: Optional[dict] = None):
         seeds = seed if isinstance(seed, (list, tuple)) else [None if seed is None else seed + i
                                                              for i in range(len(self.envs))]
-        rows = []
-        for copy, (env, s) in enumerate(zip(self.envs, seeds)):
-            observations, _ = env.reset(seed=s, options=options)
-            rows += self._rows(copy, observations)
-        return np.stack(rows), {}
+        self.obs = [None] * self.num_envs
+        self.active = np.ones(self.num_envs, bool)
+        self.returns, self.lengths = np.zeros(self.num_envs), np.zeros(self.num_envs, np.int64)
+        for copy, s in enumerate(seeds):
+            self._reset_copy(copy, s, options)
+        return np.stack(self.obs), self._info()
 
     def step(self, actions):
+        """Every live agent acts. A row whose agent finished while its copy goes on is inactive until the copy
+        resets (``info["active"]``; the rollout gives its steps weight 0): its action is ignored, its observation
+        stays the agent's last, its reward is 0, and it is ``terminated`` with its copy's last step, so that a
+        recurrent state and the episode statistics start over there."""
         n = len(self.agents)
-        rows, rewards = [], np.zeros(self.num_envs, np.float32)
+        rewards = np.zeros(self.num_envs, np.float32)
         terminated, truncated = np.zeros(self.num_envs, bool), np.zeros(self.num_envs, bool)
         final_obs, has_final = np.full(self.num_envs, None, dtype=object), np.zeros(self.num_envs, bool)
+        ended = np.zeros(self.num_envs, bool)  # rows whose agent's episode ended at this step
+        episode_r, episode_l = np.zeros(self.num_envs), np.zeros(self.num_envs, np.int64)
         for copy, env in enumerate(self.envs):
             base = copy * n
-            observations, reward, term, trunc, _ = env.step({a: actions[base + i] for i, a in enumerate(self.agents)})
-            for i, a in enumerate(self.agents):
-                rewards[base + i], terminated[base + i], truncated[base + i] = reward[a], term[a], trunc[a]
-            done = terminated[base:base + n] | truncated[base:base + n]
-            if done.any() and not done.all():
-                early = [a for i, a in enumerate(self.agents) if done[i]]
-                raise ConfigError(f"data.vectorization: in {self.name!r} agent(s) {early} finished before the others "
-                                  "of their episode; agents that leave mid-episode (masked out of the loss and GAE) "
-                                  "are not available yet.")
-            rows += self._rows(copy, observations)
-            if done.all():
-                for i in range(n):
-                    final_obs[base + i], has_final[base + i] = rows[base + i], True
-                observations, _ = env.reset()
-                rows[base:base + n] = self._rows(copy, observations)
-        info = {"final_obs": final_obs, "_final_obs": has_final} if has_final.any() else {}
-        return np.stack(rows), rewards, terminated, truncated, info
+            live = [i for i, a in enumerate(self.agents) if a in env.agents]
+            observations, reward, term, trunc, _ = env.step({self.agents[i]: actions[base + i] for i in live})
+            for i in live:
+                a, row = self.agents[i], base + i
+                rewards[row], terminated[row], truncated[row] = reward[a], term[a], trunc[a]
+                self.obs[row] = self._row_obs(i, observations[a])
+                self.returns[row] += reward[a]
+                self.lengths[row] += 1
+                if term[a] or trunc[a]:
+                    ended[row], self.active[row] = True, False
+                    final_obs[row], has_final[row] = self.obs[row], True
+                    episode_r[row], episode_l[row] = self.returns[row], self.lengths[row]
+            if not env.agents:  # the copy's episode is over: the rows that left earlier end with it
+                terminated[base:base + n] |= ~ended[base:base + n]
+                self._reset_copy(copy)
+        info = self._info()
+        if has_final.any():
+            info.update(final_obs=final_obs, _final_obs=has_final)
+        if ended.any():  # as gymnasium's RecordEpisodeStatistics writes them, one episode per agent
+            info.update(episode={"r": episode_r, "l": episode_l, "t": np.zeros(self.num_envs)}, _episode=ended)
+        return np.stack(self.obs), rewards, terminated, truncated, info
 
     def close_extras(self, **kwargs: Any) -> None:
         for env in self.envs:
