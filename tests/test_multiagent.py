@@ -136,3 +136,24 @@ def test_the_simple_spread_config_trains_from_the_command_line(cli, tmp_path):
         "--data.total_timesteps", "300", "--data.eval_episodes", "3", "--trainer.check_val_every_n_epoch", "1",
         cwd=tmp_path)
     assert (tmp_path / "runs/simple_spread/checkpoints/last.ckpt").exists()
+
+
+def test_each_agent_s_return_is_logged_under_its_name(tmp_path):
+    import lightning as L
+
+    from lit_ppo import PPODataModule, PPOModule
+
+    vectorization = {"class_path": "lit_ppo.envs.multiagent.parallel_rows",
+                     "init_args": {"env": SIGNAL, "env_kwargs": {"leave_early": True}}}
+    dm = PPODataModule("signal", vectorization=vectorization, num_envs=4, num_steps=8, total_timesteps=32,
+                       minibatch_size=32, eval_episodes=2, seed=0)
+    assert dm.env_spec["agents"] == ["agent_0", "agent_1"]
+    model = PPOModule(env_spec=dm.env_spec)
+    L.Trainer(max_epochs=-1, logger=False, enable_checkpointing=False, enable_progress_bar=False,
+              enable_model_summary=False, limit_val_batches=0, default_root_dir=tmp_path).fit(model, dm)
+    metrics = model.rollout_metrics
+    # one rollout of 8 steps: every agent_0 played one 8-step episode, every agent_1 one of 3 steps (return <= length;
+    # random play expects 4 and 1.5, so swapped names would fail the first bound)
+    assert 0 <= metrics["agents/agent_1/return_mean"] <= 3 and 0 <= metrics["agents/agent_0/return_mean"] <= 8
+    assert set(k for k in metrics if k.startswith("agents/")) == {"agents/agent_0/return_mean",
+                                                                 "agents/agent_1/return_mean"}

@@ -79,6 +79,7 @@ class Rollout:
         reward_returns: discounted returns of the raw rewards at the real transitions, from which the reward scale
             is estimated (empty when reward normalization is off).
         episode_returns, episode_lengths: ``[E]`` every episode that finished during this rollout.
+        episode_rows: ``[E]`` the vector env's row each of them ran in (with several agents: which agent).
         timings: milliseconds of collection by phase (:data:`TIMING_KEYS`), plus any one-off measurement of the
             actor's placement (``act_cpu_us``, ``act_learner_us``).
         nonfinite: which of the environments' outputs held NaN/inf in this rollout (``"rewards"``,
@@ -103,6 +104,7 @@ class Rollout:
     reward_returns: Tensor = _tensor(VARIABLE)
     episode_returns: Tensor = _tensor(VARIABLE)
     episode_lengths: Tensor = _tensor(VARIABLE)
+    episode_rows: Tensor = _tensor(VARIABLE, empty=((0,), torch.long))
     timings: dict[str, float] = field(default_factory=dict)
     weights: Tensor = _tensor(SAMPLE, empty=((0,), torch.float32))
     action_masks: Tensor = _tensor(SAMPLE, empty=((0, 0), torch.bool))

@@ -30,6 +30,15 @@ class UpdateSummary:
     clip_coef: float
     learn_ms: float
     max_weight: Optional[float] = None  # decoupled PPO's truncation of its importance weights
+    agents: Optional[list[str]] = None  # several agents: the names the vector env's rows repeat, in order
+
+    def agent_returns(self) -> dict[str, float]:
+        """``agents/<name>/return_mean``: the mean return of each agent's episodes that ended in this rollout (this
+        process's; an agent with none is left out)."""
+        rollout, n = self.rollout, len(self.agents)
+        agent = rollout.episode_rows % n
+        return {f"agents/{name}/return_mean": float(rollout.episode_returns[agent == i].mean())
+                for i, name in enumerate(self.agents) if bool((agent == i).any())}
 
     def mean_terms(self) -> Tensor:
         """The loss terms' means over the applied updates (NaN when none was applied)."""
@@ -46,6 +55,8 @@ class UpdateSummary:
             metrics["stats/lag_kl"] = lag_kl(self.rollout)
             if self.max_weight is not None:
                 metrics["stats/truncated_weights"] = truncated_share(self.rollout, self.max_weight)
+        if self.agents:
+            metrics.update(self.agent_returns())
         if updates:
             metrics["stats/updates"] = float(self.updates)
         if skipped:

@@ -182,7 +182,8 @@ class PPOModule(L.LightningModule):
         self._update_normalization(rollout)
         self._summary = UpdateSummary(rollout, sums, updates, skipped, lr, clip_coef,
                                       learn_ms=(time.perf_counter() - start) * 1e3,
-                                      max_weight=self.ppo.decoupled_max_weight)
+                                      max_weight=self.ppo.decoupled_max_weight,
+                                      agents=self.hparams.env_spec.get("agents"))
 
     def _update(self, rollout: Rollout, lr: float, clip_coef: float) -> tuple[Tensor, int, int]:
         """``update_epochs`` passes of minibatch steps; the terms summed over the applied updates, their number, skips."""
