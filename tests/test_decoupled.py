@@ -13,12 +13,17 @@ from lit_ppo.learning.objective import PPOObjective
 from tests.test_overlap import Versions, fit
 
 
+def three_samples(importance_weights: list[float]) -> dict:
+    """Ratios 0.5, 1, 1.5 to the proximal policy, advantages 1, -1, 2, clip 0.2: per sample
+    max(-A r, -A clip(r, .8, 1.2)) = -.5, 1, -2.4 before the importance weights."""
+    return dict(new_logprob=torch.tensor([0.5, 1.0, 1.5]).log() - 1.0, old_logprob=torch.full((3,), -1.0),
+                advantages=torch.tensor([1.0, -1.0, 2.0]), entropy=torch.zeros(3), new_values=torch.zeros(3),
+                old_values=torch.zeros(3), returns=torch.zeros(3), clip_coef=0.2,
+                importance_weights=torch.tensor(importance_weights))
+
+
 def test_importance_weights_scale_each_samples_clipped_surrogate_against_hand_computed_values():
-    ratios = torch.tensor([0.5, 1.0, 1.5])
-    t = ppo_loss_terms(new_logprob=ratios.log() - 1.0, old_logprob=torch.full((3,), -1.0),
-                       advantages=torch.tensor([1.0, -1.0, 2.0]), entropy=torch.zeros(3), new_values=torch.zeros(3),
-                       old_values=torch.zeros(3), returns=torch.zeros(3), clip_coef=0.2,
-                       importance_weights=torch.tensor([2.0, 0.5, 1.0]))
+    t = ppo_loss_terms(**three_samples([2.0, 0.5, 1.0]))
     # per sample max(-A r, -A clip(r, .8, 1.2)) = -.5, 1, -2.4, times 2, .5, 1
     assert t.policy.item() == pytest.approx((-1.0 + 0.5 - 2.4) / 3, abs=1e-6)
     # the diagnostics measure the ratio to the proximal policy, unweighted
@@ -67,12 +72,8 @@ def test_decoupled_setting_leaves_a_synchronous_fit_bit_identical():
 
 
 def test_importance_weights_above_the_bound_count_as_the_bound_against_hand_computed_values():
-    ratios = torch.tensor([0.5, 1.0, 1.5])
-    args = dict(new_logprob=ratios.log() - 1.0, old_logprob=torch.full((3,), -1.0),
-                advantages=torch.tensor([1.0, -1.0, 2.0]), entropy=torch.zeros(3), new_values=torch.zeros(3),
-                old_values=torch.zeros(3), returns=torch.zeros(3), clip_coef=0.2,
-                importance_weights=torch.tensor([4.0, 0.5, 2.5]))
-    # per sample max(-A r, -A clip(r, .8, 1.2)) = -.5, 1, -2.4; the weights 4 and 2.5 count as 2
+    args = three_samples([4.0, 0.5, 2.5])
+    # per sample -.5, 1, -2.4 (three_samples); the weights 4 and 2.5 count as 2
     assert ppo_loss_terms(**args, max_importance_weight=2.0).policy.item() == pytest.approx(
         (-0.5 * 2 + 1 * 0.5 - 2.4 * 2) / 3, abs=1e-6)
     assert ppo_loss_terms(**args).policy.item() == pytest.approx((-0.5 * 4 + 1 * 0.5 - 2.4 * 2.5) / 3, abs=1e-6)
