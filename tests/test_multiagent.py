@@ -130,12 +130,13 @@ def test_two_agents_sharing_one_network_learn_the_signal_game_while_one_leaves_e
     assert result["eval/return_mean"] >= 5.2
 
 
-def test_the_simple_spread_config_trains_from_the_command_line(cli, tmp_path):
+@pytest.mark.parametrize("name", ["simple_spread", "simple_spread_mappo"])
+def test_the_simple_spread_configs_train_from_the_command_line(cli, tmp_path, name):
     pytest.importorskip("mpe2")
-    cli("fit", "--config", "simple_spread.yaml", "--data.num_envs", "6", "--data.minibatch_size", "75",
+    cli("fit", "--config", f"{name}.yaml", "--data.num_envs", "6", "--data.minibatch_size", "75",
         "--data.total_timesteps", "300", "--data.eval_episodes", "3", "--trainer.check_val_every_n_epoch", "1",
         cwd=tmp_path)
-    assert (tmp_path / "runs/simple_spread/checkpoints/last.ckpt").exists()
+    assert (tmp_path / f"runs/{name}/checkpoints/last.ckpt").exists()
 
 
 def test_each_agent_s_return_is_logged_under_its_name(tmp_path):
@@ -157,3 +158,41 @@ def test_each_agent_s_return_is_logged_under_its_name(tmp_path):
     assert 0 <= metrics["agents/agent_1/return_mean"] <= 3 and 0 <= metrics["agents/agent_0/return_mean"] <= 8
     assert set(k for k in metrics if k.startswith("agents/")) == {"agents/agent_0/return_mean",
                                                                  "agents/agent_1/return_mean"}
+
+
+def test_a_centralized_critic_reads_the_global_state_and_the_actor_only_its_agent_s_observation(tmp_path):
+    import lightning as L
+
+    from lit_ppo import PPODataModule, PPOModule
+
+    envs = parallel_rows(2, SIGNAL, agent_id=True, global_state=True)
+    obs, _ = envs.reset(seed=0)
+    # own bit (2) + one-hot (2), then the global state: both agents' bits (Signal has no state())
+    assert envs.local_size == 4 and obs.shape == (2, 8)
+    assert obs[0, 4:].tolist() == obs[1, 4:].tolist() == obs[0, :2].tolist() + obs[1, :2].tolist()
+    envs.close()
+    vectorization = {"class_path": "lit_ppo.envs.multiagent.parallel_rows",
+                     "init_args": {"env": SIGNAL, "agent_id": True, "global_state": True}}
+    dm = PPODataModule("signal", vectorization=vectorization, num_envs=4, num_steps=8, total_timesteps=64,
+                       minibatch_size=32, eval_episodes=2, seed=0)
+    assert dm.env_spec["actor_inputs"] == 4
+    model = PPOModule(env_spec=dm.env_spec, hidden_sizes=[16])
+    assert model.policy.actor[0].in_features == 4 and model.policy.critic[0].in_features == 8
+    # the action distribution ignores the global part; the value does not
+    x = torch.rand(3, 8)
+    y = torch.cat([x[:, :4], torch.rand(3, 4)], 1)
+    with torch.no_grad():
+        (px, vx, _), (py, vy, _) = model.policy(x), model.policy(y)
+    assert torch.equal(px, py) and not torch.equal(vx, vy)
+    L.Trainer(max_epochs=-1, logger=False, enable_checkpointing=False, enable_progress_bar=False,
+              enable_model_summary=False, limit_val_batches=0, default_root_dir=tmp_path).fit(model, dm)
+
+
+def test_a_centralized_critic_with_a_recurrent_core_is_refused_by_name():
+    from lit_ppo import PPODataModule, PPOModule
+
+    vectorization = {"class_path": "lit_ppo.envs.multiagent.parallel_rows",
+                     "init_args": {"env": SIGNAL, "global_state": True}}
+    dm = PPODataModule("signal", vectorization=vectorization, num_envs=2, num_steps=8, minibatch_size=8)
+    with pytest.raises(ConfigError, match="centralized critic.*no model.recurrent"):
+        PPOModule(env_spec=dm.env_spec, recurrent={"hidden_size": 8})

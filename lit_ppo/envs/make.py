@@ -277,18 +277,21 @@ def env_spaces(
 def _spaces_and_agents(
     env_id: str, env_kwargs: Optional[dict[str, Any]], wrappers: Optional[Sequence[WrapperConfig]],
     vectorization: Vectorization, num_envs: int,
-) -> tuple[gym.Space, gym.Space, Optional[list[str]]]:
-    """:func:`env_spaces`, and the agents whose rows a multi-agent vector env repeats (its ``agents``; None for one)."""
+) -> tuple[gym.Space, gym.Space, dict[str, Any]]:
+    """:func:`env_spaces`, and what a multi-agent vector env adds to the env spec (:mod:`lit_ppo.envs.multiagent`):
+    the agents its rows repeat, and how many leading inputs are the agent's own where a global state follows."""
     if vectorization in ("sync", "async"):
         env = make_env(env_id, env_kwargs, wrappers)
         try:
-            return env.observation_space, env.action_space, None
+            return env.observation_space, env.action_space, {}
         finally:
             env.close()
     envs = make_vector_env(env_id, num_envs, vectorization, env_kwargs, wrappers)
     try:
-        agents = getattr(envs.unwrapped, "agents", None)
-        return envs.single_observation_space, envs.single_action_space, (list(agents) if agents else None)
+        base = envs.unwrapped
+        extra = {key: value for key, value in (("agents", list(getattr(base, "agents", None) or [])),
+                                               ("actor_inputs", getattr(base, "local_size", None))) if value}
+        return envs.single_observation_space, envs.single_action_space, extra
     finally:
         envs.close()
 
@@ -297,18 +300,16 @@ def describe_spaces(
     env_id: str, env_kwargs: Optional[dict[str, Any]] = None, wrappers: Optional[Sequence[WrapperConfig]] = None,
     vectorization: Vectorization = "sync", num_envs: int = 1,
 ) -> dict[str, Any]:
-    """``{"env_id", "observation", "action"}`` (and ``"agents"`` for a multi-agent vector env): the typed specs of ``env_id``'s spaces (after ``wrappers``) as
+    """``{"env_id", "observation", "action"}`` (and ``"agents"``, ``"actor_inputs"`` for a multi-agent vector env): the typed specs of ``env_id``'s spaces (after ``wrappers``) as
     plain data (:func:`lit_ppo.envs.spaces.spec_to_dict`), because it is saved in checkpoint hyperparameters.
 
     Raises a :class:`ConfigError` for unknown ids and for spaces the policy cannot handle, before any training.
     """
-    obs_space, act_space, agents = _spaces_and_agents(env_id, env_kwargs, wrappers, vectorization, num_envs)
+    obs_space, act_space, extra = _spaces_and_agents(env_id, env_kwargs, wrappers, vectorization, num_envs)
     try:
         observation = observation_spec(obs_space, f"data.env_id: {env_id!r} has observation space")
         action = action_spec(act_space, f"data.env_id: {env_id!r} has action space")
     except UnsupportedSpaceError as err:
         raise ConfigError(str(err)) from None
-    spec = {"env_id": env_id, "observation": spec_to_dict(observation), "action": spec_to_dict(action)}
-    if agents:  # rows repeat these agents in order (lit_ppo.envs.multiagent): per-agent metrics
-        spec["agents"] = agents
-    return spec
+    # several agents: the names the rows repeat (per-agent metrics), the actor's share of the inputs (MAPPO)
+    return {"env_id": env_id, "observation": spec_to_dict(observation), "action": spec_to_dict(action), **extra}

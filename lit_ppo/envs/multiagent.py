@@ -62,11 +62,12 @@ class ParallelEnvRows(gym.vector.VectorEnv):
 
     metadata = {"autoreset_mode": AutoresetMode.SAME_STEP, "records_episode_statistics": True}
 
-    def __init__(self, copies: int, env: str, env_kwargs: Optional[dict[str, Any]] = None, agent_id: bool = False):
+    def __init__(self, copies: int, env: str, env_kwargs: Optional[dict[str, Any]] = None, agent_id: bool = False,
+                 global_state: bool = False):
         self.envs = [load_parallel_env(env, env_kwargs) for _ in range(copies)]
         first = self.envs[0]
         self.agents = list(first.possible_agents)
-        self.name, self.agent_id = env, agent_id
+        self.name, self.agent_id, self.global_state = env, agent_id, global_state
         spaces = {a: (first.observation_space(a), first.action_space(a)) for a in self.agents}
         odd = [a for a, s in spaces.items() if s != spaces[self.agents[0]]]
         if odd:
@@ -75,34 +76,62 @@ class ParallelEnvRows(gym.vector.VectorEnv):
                               f"space ({self.agents[0]}: {spaces[self.agents[0]]}; {odd[0]}: {spaces[odd[0]]}), which "
                               "one shared network needs; one network per agent group is not available yet.")
         obs_space, self.single_action_space = spaces[self.agents[0]]
+        parts = [obs_space]
         if agent_id:
-            if not (isinstance(obs_space, gym.spaces.Box) and len(obs_space.shape) == 1):
+            parts.append(gym.spaces.Box(0, 1, (len(self.agents),), np.float32))
+        self.local_size = None  # global_state: how many leading inputs are the agent's own (the actor's)
+        if global_state:
+            self.local_size = sum(int(np.prod(part.shape)) for part in parts)
+            parts.append(self._state_space(first, obs_space))
+        if len(parts) > 1:
+            key = "agent_id" if agent_id else "global_state"
+            if not all(isinstance(part, gym.spaces.Box) and len(part.shape) == 1 for part in parts):
                 self.close()
-                raise ConfigError(f"data.vectorization.agent_id: needs flat Box observations to append the agent's "
-                                  f"one-hot to; {env!r} observes {obs_space}.")
-            n = len(self.agents)
-            obs_space = gym.spaces.Box(np.concatenate([obs_space.low, np.zeros(n)]).astype(obs_space.dtype),
-                                       np.concatenate([obs_space.high, np.ones(n)]).astype(obs_space.dtype),
-                                       dtype=obs_space.dtype)
+                raise ConfigError(f"data.vectorization.{key}: needs flat Box observations to append to; {env!r} "
+                                  f"observes {obs_space}.")
+            obs_space = gym.spaces.Box(np.concatenate([p.low for p in parts]).astype(np.float32),
+                                       np.concatenate([p.high for p in parts]).astype(np.float32), dtype=np.float32)
         self.single_observation_space = obs_space
         self.num_envs = copies * len(self.agents)
         self.observation_space = batch_space(obs_space, self.num_envs)
         self.action_space = batch_space(self.single_action_space, self.num_envs)
 
-    def _row_obs(self, agent_index: int, obs: Any) -> Any:
-        if not self.agent_id:
-            return np.asarray(obs)
-        one_hot = np.zeros(len(self.agents), dtype=self.single_observation_space.dtype)
-        one_hot[agent_index] = 1
-        return np.concatenate([np.asarray(obs, dtype=one_hot.dtype), one_hot])
+    def _state_space(self, env, obs_space: gym.spaces.Space) -> gym.spaces.Space:
+        """The global state the critic reads: the env's ``state()`` where it has one, else every agent's
+        observation, concatenated (MAPPO's fallback)."""
+        space = getattr(env, "state_space", None)
+        if isinstance(space, gym.spaces.Box):
+            return gym.spaces.Box(space.low.reshape(-1), space.high.reshape(-1), dtype=np.float32)
+        n = len(self.agents)
+        return gym.spaces.Box(np.tile(obs_space.low.reshape(-1), n), np.tile(obs_space.high.reshape(-1), n),
+                              dtype=np.float32)
+
+    def _refresh_copy(self, copy: int) -> None:
+        """The copy's rows from its agents' latest observations (an agent that left keeps its last)."""
+        n, base = len(self.agents), copy * len(self.agents)
+        raw = self.raw[base:base + n]
+        shared = None
+        if self.global_state:
+            env = self.envs[copy]
+            shared = (np.asarray(env.state(), np.float32).reshape(-1) if getattr(env, "state_space", None) is not None
+                      else np.concatenate([np.asarray(o, np.float32).reshape(-1) for o in raw]))
+        for i in range(n):
+            parts = [np.asarray(raw[i])]
+            if self.agent_id:
+                parts.append(np.eye(n, dtype=np.float32)[i])
+            if shared is not None:
+                parts.append(shared)
+            self.obs[base + i] = parts[0] if len(parts) == 1 else np.concatenate(
+                [np.asarray(part, np.float32) for part in parts])
 
     def _reset_copy(self, copy: int, seed: Optional[int] = None, options: Optional[dict] = None) -> None:
         observations, _ = self.envs[copy].reset(seed=seed, options=options)
-        base = copy * len(self.agents)
+        n, base = len(self.agents), copy * len(self.agents)
         for i, a in enumerate(self.agents):
-            self.obs[base + i] = self._row_obs(i, observations[a])
-        self.active[base:base + len(self.agents)] = True
-        self.returns[base:base + len(self.agents)], self.lengths[base:base + len(self.agents)] = 0.0, 0
+            self.raw[base + i] = observations[a]
+        self._refresh_copy(copy)
+        self.active[base:base + n] = True
+        self.returns[base:base + n], self.lengths[base:base + n] = 0.0, 0
 
     def _info(self, **extra: Any) -> dict[str, Any]:
         return {"active": self.active.copy(), **extra}
@@ -110,7 +139,7 @@ class ParallelEnvRows(gym.vector.VectorEnv):
     def reset(self, *, seed: Optional[Any] = None, options: Optional[dict] = None):
         seeds = seed if isinstance(seed, (list, tuple)) else [None if seed is None else seed + i
                                                              for i in range(len(self.envs))]
-        self.obs = [None] * self.num_envs
+        self.obs, self.raw = [None] * self.num_envs, [None] * self.num_envs
         self.active = np.ones(self.num_envs, bool)
         self.returns, self.lengths = np.zeros(self.num_envs), np.zeros(self.num_envs, np.int64)
         for copy, s in enumerate(seeds):
@@ -135,13 +164,15 @@ class ParallelEnvRows(gym.vector.VectorEnv):
             for i in live:
                 a, row = self.agents[i], base + i
                 rewards[row], terminated[row], truncated[row] = reward[a], term[a], trunc[a]
-                self.obs[row] = self._row_obs(i, observations[a])
+                self.raw[row] = observations[a]
                 self.returns[row] += reward[a]
                 self.lengths[row] += 1
                 if term[a] or trunc[a]:
                     ended[row], self.active[row] = True, False
-                    final_obs[row], has_final[row] = self.obs[row], True
                     episode_r[row], episode_l[row] = self.returns[row], self.lengths[row]
+            self._refresh_copy(copy)
+            for row in np.flatnonzero(ended[base:base + n]) + base:
+                final_obs[row], has_final[row] = self.obs[row], True
             if not env.agents:  # the copy's episode is over: the rows that left earlier end with it
                 terminated[base:base + n] |= ~ended[base:base + n]
                 self._reset_copy(copy)
@@ -158,10 +189,12 @@ class ParallelEnvRows(gym.vector.VectorEnv):
 
 
 def parallel_rows(num_envs: int, env: str, env_kwargs: Optional[dict[str, Any]] = None,
-                  agent_id: bool = False) -> ParallelEnvRows:
+                  agent_id: bool = False, global_state: bool = False) -> ParallelEnvRows:
     """``data.vectorization``'s factory: ``num_envs`` rows (copies x agents) of the PettingZoo parallel env ``env``
     (``module`` or ``module:factory``) made with ``env_kwargs``; ``agent_id``: a one-hot of the agent in its
-    observation. ``num_envs`` must be a multiple of the number of agents."""
+    observation; ``global_state``: the env's global state (its ``state()``, else every agent's observation) appended
+    after them, which only the critic reads (MAPPO; ``env_spec["actor_inputs"]`` says how many inputs the actor
+    takes). ``num_envs`` must be a multiple of the number of agents."""
     probe = load_parallel_env(env, env_kwargs)
     agents = len(probe.possible_agents)
     probe.close()
@@ -169,4 +202,4 @@ def parallel_rows(num_envs: int, env: str, env_kwargs: Optional[dict[str, Any]] 
         raise ConfigError(f"data.num_envs: {env!r} has {agents} agents, each a row of the vector env, so num_envs must "
                           f"be a multiple of {agents} (copies x agents); got {num_envs}. The same holds for "
                           "data.eval_episodes, whose environments are rows too.")
-    return ParallelEnvRows(num_envs // agents, env, env_kwargs, agent_id)
+    return ParallelEnvRows(num_envs // agents, env, env_kwargs, agent_id, global_state)

@@ -30,7 +30,7 @@ from lit_ppo.errors import ConfigError
 from lit_ppo.networks.normalization import CLIP, RunningMeanStd
 from lit_ppo.networks.recurrent import RecurrentCore
 from lit_ppo.networks.settings import NetworkSettings
-from lit_ppo.envs.spaces import ActionSpec, ObservationSpec, spec_from_dict
+from lit_ppo.envs.spaces import ActionSpec, BoxSpec, ObservationSpec, spec_from_dict
 
 ACTIVATIONS = {"tanh": nn.Tanh, "relu": nn.ReLU}  # NetworkSettings' choices, as layers
 # PPOModule's settings that build its policy: what a checkpoint's hyper-parameters rebuild the network from.
@@ -108,6 +108,9 @@ class ActorCritic(nn.Module):
         log_std_init: initial log-std of the Gaussian head (continuous actions): the initial std is its exp.
         ortho_init: PPO's orthogonal initialization of the built-in layers; ``False`` keeps PyTorch's default
             ``reset_parameters`` init (a user's ``network`` keeps its own init either way).
+        actor_inputs: the actor reads only the first ``actor_inputs`` of a flat observation, the critic all of it
+            (MAPPO's centralized critic: an agent's own observation, then the global state;
+            :mod:`lit_ppo.envs.multiagent`); from ``env_spec["actor_inputs"]``. None: both read everything.
     """
 
     def __init__(
@@ -123,6 +126,7 @@ class ActorCritic(nn.Module):
         recurrent: Any = None,
         log_std_init: float = 0.0,
         ortho_init: bool = True,
+        actor_inputs: Optional[int] = None,
     ) -> None:
         super().__init__()
         settings = NetworkSettings.parse(hidden_sizes=hidden_sizes, encoder=encoder, activation=activation,
@@ -140,7 +144,14 @@ class ActorCritic(nn.Module):
         n = self.encoder.num_features
         self.core = RecurrentCore(n, settings.recurrent) if settings.recurrent is not None else None
         n = self.core.hidden_size if self.core is not None else n
-        self.actor = mlp(n, hidden_sizes, self.head.num_outputs, 0.01, activation)
+        self.actor_inputs = actor_inputs
+        if actor_inputs is not None:
+            flat = isinstance(observation, BoxSpec) and not observation.image and len(observation.shape) == 1
+            if not (flat and network is None and self.core is None and 0 < actor_inputs <= n):
+                raise ConfigError(f"a centralized critic (actor_inputs {actor_inputs} of {n} features, e.g. "
+                                  "data.vectorization.global_state) needs a flat vector observation, the built-in MLP "
+                                  "and no model.recurrent or model.network; turn one of them off.")
+        self.actor = mlp(actor_inputs or n, hidden_sizes, self.head.num_outputs, 0.01, activation)
         self.critic = mlp(n, hidden_sizes, 1, 1.0, activation)
         if not settings.ortho_init:  # the layers built here, back to PyTorch's own init (the user's network is not ours)
             built = [self.actor, self.critic] + ([self.encoder] if network is None else [])
@@ -159,7 +170,8 @@ class ActorCritic(nn.Module):
         """The policy for ``PPODataModule.env_spec`` (plain data, as checkpoints hold it)."""
         return cls(spec_from_dict(env_spec["observation"]), spec_from_dict(env_spec["action"]),
                    normalize_obs=bool(env_spec.get("normalize_obs")),
-                   normalize_reward=bool(env_spec.get("normalize_reward")), **kwargs)
+                   normalize_reward=bool(env_spec.get("normalize_reward")),
+                   actor_inputs=env_spec.get("actor_inputs"), **kwargs)
 
     @classmethod
     def from_settings(cls, settings: Mapping[str, Any]) -> "ActorCritic":
@@ -204,7 +216,7 @@ class ActorCritic(nn.Module):
         """Distribution parameters and values, both cast to fp32 (autocast may have made them half precision), and
         the recurrent state after ``obs``."""
         features, state = self.features(obs, state, starts)
-        params = self.actor(features).float()
+        params = self.actor(features if self.actor_inputs is None else features[..., :self.actor_inputs]).float()
         if self.log_std is not None:
             params = torch.cat([params, self.log_std.float().expand_as(params)], -1)
         return params, self.critic(features).squeeze(-1).float(), state
