@@ -8,6 +8,7 @@ Notes written by hand below the ``<!-- notes -->`` line of an existing report ar
 """
 
 import argparse
+import csv
 import hashlib
 import json
 import re
@@ -54,6 +55,23 @@ def load_results(out: Path) -> list[dict]:
     current = {name: config_sha(CONFIG_DIR / name) for name in {r["config"] for r in results}
                if (CONFIG_DIR / name).is_file()}
     return [r for r in results if r.get("config_sha") == current.get(r["config"], r.get("config_sha"))]
+
+
+def max_of_seed_mean(runs: list[dict]) -> Optional[tuple[float, int]]:
+    """Tianshou's measure: the maximum over training of the seeds' mean in-fit evaluation (``eval/return_mean`` in
+    each run's ``curves/metrics.csv``), over the steps every seed evaluated at; ``(value, step)``, or None."""
+    curves = []
+    for r in runs:
+        path = r["_dir"] / "curves" / "metrics.csv"
+        if not path.is_file():
+            return None
+        with path.open() as f:
+            curves.append({int(float(row["step"])): float(row["eval/return_mean"])
+                           for row in csv.DictReader(f) if row.get("eval/return_mean")})
+    common = set.intersection(*(set(c) for c in curves)) if curves else set()
+    if not common:
+        return None
+    return max((statistics.fmean(c[s] for c in curves), s) for s in common)
 
 
 def mean_std(values: list[float]) -> str:
@@ -131,7 +149,8 @@ def table(config: str, runs_by_budget: dict[int, list[dict]], figure_link: Optio
     any_run = next(iter(runs_by_budget.values()))[0]
     lines = [f"## {any_run['env_id']} (`configs/{config}`)", ""]
     lines += ["| budget (env steps) | seeds | final policy, mean ± std over seeds | best.ckpt, mean ± std over seeds "
-              "| published | vs published (final) | fit wall time per run |", "|---|---|---|---|---|---|---|"]
+              "| max over training of the seeds' mean evaluation | published | vs published (final) "
+              "| fit wall time per run |", "|---|---|---|---|---|---|---|---|"]
     ref_text = "—" if ref is None else (f"{ref['mean']:.1f} ± {ref['std']:.1f} at {ref['budget']} ({ref['source']}"
                                         + (f"; {ref['measured_on']}" if ref["measured_on"] else "") + ")")
     for budget, runs in sorted(runs_by_budget.items()):
@@ -140,8 +159,10 @@ def table(config: str, runs_by_budget: dict[int, list[dict]], figure_link: Optio
         budget_text = f"{budget:,}" + (f" (published {runs[0]['published_timesteps']:,})"
                                        if runs[0]["budget_overridden"] else "")
         walls = [r["fit_wall_s"] / 60 for r in runs]
+        peak = max_of_seed_mean(runs)
+        peak_text = "—" if peak is None else f"{peak[0]:.1f} (at {peak[1]:,})"
         lines.append(f"| {budget_text} | {', '.join(str(r['seed']) for r in runs)} | {mean_std(finals)} | "
-                     f"{mean_std(bests) if bests else '—'} | {ref_text} | "
+                     f"{mean_std(bests) if bests else '—'} | {peak_text} | {ref_text} | "
                      f"{verdict(statistics.fmean(finals), ref, budget)} | "
                      f"{statistics.fmean(walls):.1f} min |")
     lines.append("")

@@ -206,3 +206,18 @@ def test_defaults_study_runs_records_and_skips_finished_runs(tmp_path):
     assert all(8 <= r["eval"] <= 500 for r in rows) and "lit_cleanrl" in out.splitlines()[-2]
     run("defaults.py", *args)  # finished runs are skipped, not appended again
     assert len(out_file.read_text().splitlines()) == 1
+
+
+def test_the_report_gives_tianshous_measure_the_maximum_over_training_of_the_seeds_mean(tmp_path, monkeypatch):
+    monkeypatch.syspath_prepend(str(BENCHMARKS))
+    import learning_report
+
+    runs = []
+    for seed, evals in ((1, {100: 1.0, 200: 5.0, 300: 2.0}), (2, {100: 3.0, 200: 1.0, 300: 6.0, 400: 9.0})):
+        (tmp_path / f"s{seed}/curves").mkdir(parents=True)
+        rows = "".join(f"{step},0.0,{value}\n{step + 50},1.0,\n" for step, value in evals.items())
+        (tmp_path / f"s{seed}/curves/metrics.csv").write_text("step,rollout/return_mean,eval/return_mean\n" + rows)
+        runs.append({"_dir": tmp_path / f"s{seed}"})
+    # steps both seeds evaluated at: 100 (2.0), 200 (3.0), 300 (4.0); 400 only one seed did
+    assert learning_report.max_of_seed_mean(runs) == (4.0, 300)
+    assert learning_report.max_of_seed_mean([{"_dir": tmp_path / "none"}]) is None
