@@ -138,6 +138,10 @@ def test_the_mappo_config_trains_from_the_command_line(cli, tmp_path):
         "--data.total_timesteps", "300", "--data.eval_episodes", "3", "--trainer.check_val_every_n_epoch", "1",
         cwd=tmp_path)
     assert (tmp_path / f"runs/{name}/checkpoints/last.ckpt").exists()
+    # one agent's policy (all agents share it) to ONNX, checked against the module by the export itself
+    pytest.importorskip("onnxruntime")
+    out = cli("export", "--ckpt_path", f"runs/{name}/checkpoints/last.ckpt", "--format", "onnx", cwd=tmp_path).stdout
+    assert "input 'obs' float32 [batch, 75]" in out  # 18 own + 3 one-hot + 54 global state
 
 
 def test_each_agent_s_return_is_logged_under_its_name(tmp_path):
