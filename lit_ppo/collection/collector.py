@@ -201,7 +201,7 @@ class RolloutCollector:
     @torch.inference_mode()
     def _play(self, policy, clock: PhaseClock) -> tuple[Tensor, tuple[list, list, list]]:
         """Step every env ``num_steps`` times into the buffers; returns V(observation after the last step) and the
-        returns and lengths of the episodes that finished."""
+        returns, lengths and rows of the episodes that finished."""
         self.final_values.zero_()
         self.final_obs.clear()
         episodes: tuple[list, list, list] = ([], [], [])
