@@ -221,3 +221,34 @@ def test_agents_overlapped_stop_and_resume_bit_identically(cli, tmp_path):
     assert full["global_step"] == part["global_step"] > 0
     for key, value in full["state_dict"].items():
         assert torch.equal(value, part["state_dict"][key]), key
+
+
+def test_a_turn_based_game_against_an_opponent_alternates_seats_and_scores_the_learner():
+    pytest.importorskip("pettingzoo.classic.tictactoe_v3")
+    from lit_ppo.envs.multiagent import turn_based
+
+    envs = turn_based(2, "pettingzoo.classic.tictactoe_v3")
+    obs, info = envs.reset(seed=0)
+    # copy 0's learner opens (an empty board); copy 1's learner has the second seat (the opponent's first mark)
+    assert obs.shape == (2, 18) and info["action_mask"].shape == (2, 9) and obs.sum(1).tolist() == [0.0, 1.0]
+    rng, outcomes, opened = np.random.default_rng(1), [], []
+    for _ in range(60):
+        actions = np.array([rng.choice(np.flatnonzero(m)) for m in info["action_mask"]])
+        obs, rewards, terminated, truncated, info = envs.step(actions)
+        ended = terminated | truncated
+        assert set(rewards[~ended].tolist()) <= {0.0} and set(rewards[ended].tolist()) <= {-1.0, 0.0, 1.0}
+        outcomes += rewards[ended].tolist()
+        opened += [obs[i].sum() for i in np.flatnonzero(ended)]  # the next game's first observation
+    assert len(outcomes) >= 8 and {-1.0, 1.0} <= set(outcomes)
+    # the seat alternates: after an even number of games the learner opens (empty board), after an odd the opponent
+    # has made the first mark (one cell of the opponent's plane)
+    assert set(opened) == {0.0, 1.0}
+    envs.close()
+
+
+def test_the_connect_four_config_trains_from_the_command_line_with_masks(cli, tmp_path):
+    pytest.importorskip("pettingzoo.classic.connect_four_v3")
+    cli("fit", "--config", "connect_four.yaml", "--data.num_envs", "4", "--data.num_steps", "32",
+        "--data.minibatch_size", "64", "--data.total_timesteps", "256", "--data.eval_episodes", "4",
+        "--trainer.check_val_every_n_epoch", "1", cwd=tmp_path)
+    assert (tmp_path / "runs/connect_four/checkpoints/last.ckpt").exists()
