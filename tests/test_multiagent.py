@@ -225,9 +225,9 @@ def test_agents_overlapped_stop_and_resume_bit_identically(cli, tmp_path):
 
 def test_a_turn_based_game_against_an_opponent_alternates_seats_and_scores_the_learner():
     pytest.importorskip("pettingzoo.classic.tictactoe_v3")
-    from lit_ppo.envs.multiagent import turn_based
+    from lit_ppo.envs.turn_based import against_opponent
 
-    envs = turn_based(2, "pettingzoo.classic.tictactoe_v3")
+    envs = against_opponent(2, "pettingzoo.classic.tictactoe_v3")
     obs, info = envs.reset(seed=0)
     # copy 0's learner opens (an empty board); copy 1's learner has the second seat (the opponent's first mark)
     assert obs.shape == (2, 18) and info["action_mask"].shape == (2, 9) and obs.sum(1).tolist() == [0.0, 1.0]
