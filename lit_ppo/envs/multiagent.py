@@ -5,7 +5,8 @@ copies of the parallel env times its agents, row ``copy * agents + i`` being age
 an environment to the rest of lit_ppo: its own observation, action, reward, termination and truncation, so the
 collector, GAE, the loss, the overlap, DDP and checkpoints take agents unchanged, and the training and evaluation
 returns are per agent. ``agent_id: true`` appends a one-hot of the agent's index to its observation, so that one
-network can act differently per agent.
+network can act differently per agent; ``global_state: true`` appends the environment's global state, which only
+the critic reads (MAPPO's centralized critic: ``env_spec["actor_inputs"]``).
 
 Used from a config as ``data.vectorization: {class_path: lit_ppo.envs.multiagent.parallel_rows, init_args: {env:
 mpe2.simple_spread_v3, env_kwargs: {N: 3}}}`` (``docs/multiagent.md``). A copy resets when its episode ends, in the
