@@ -246,9 +246,22 @@ def test_a_turn_based_game_against_an_opponent_alternates_seats_and_scores_the_l
     envs.close()
 
 
-def test_the_connect_four_config_trains_from_the_command_line_with_masks(cli, tmp_path):
+def test_the_connect_four_config_trains_from_the_command_line_with_masks(cli, tmp_path, monkeypatch, capsys):
     pytest.importorskip("pettingzoo.classic.connect_four_v3")
     cli("fit", "--config", "connect_four.yaml", "--data.num_envs", "4", "--data.num_steps", "32",
         "--data.minibatch_size", "64", "--data.total_timesteps", "256", "--data.eval_episodes", "4",
         "--trainer.check_val_every_n_epoch", "1", cwd=tmp_path)
     assert (tmp_path / "runs/connect_four/checkpoints/last.ckpt").exists()
+    # the checkpoint as a user plays it (benchmarks/versus.py: load_policy, the random opponent, each seat)
+    from pathlib import Path
+
+    monkeypatch.syspath_prepend(str(Path(__file__).resolve().parents[1] / "benchmarks"))
+    monkeypatch.setattr("sys.argv", ["versus.py", str(tmp_path / "runs/connect_four/checkpoints/last.ckpt"),
+                                     "--games", "3"])
+    import versus
+
+    versus.main()
+    rows = [line.split() for line in capsys.readouterr().out.splitlines() if line.startswith("player_")]
+    assert [r[0] for r in rows] == ["player_0", "player_1"]
+    for _, *rates in rows:  # wins, draws, losses of 3 games: they add up to all of them
+        assert abs(sum(float(r.rstrip("%")) for r in rates) - 100.0) < 0.2

@@ -1,0 +1,55 @@
+"""Win, draw and loss rates of a trained turn-based policy against an opponent, from each seat.
+
+    python benchmarks/versus.py runs/connect_four/checkpoints/last.ckpt [--games 200] [--opponent random] [--seed 0]
+
+Loads the checkpoint with ``lit_ppo.load_policy`` (what a user plays with in Python) and plays ``--games`` games per
+seat of the checkpoint's game (its ``data.vectorization`` env) against ``--opponent`` inside
+``lit_ppo.envs.turn_based``, the policy's deterministic move among the valid ones each turn. Prints one row per seat.
+"""
+
+import argparse
+
+import numpy as np
+
+import lit_ppo
+from lit_ppo.envs.turn_based import TurnBasedVsOpponent
+
+
+def play(policy, env: str, env_kwargs: dict, opponent: str, games: int, seed: int) -> dict[str, list[float]]:
+    """The outcomes (+1, 0, -1) of ``games`` games in each seat; copy ``i`` starts in seat ``i % 2`` and
+    alternates, so ``2 * games`` copies of one game each give ``games`` per seat."""
+    envs = TurnBasedVsOpponent(2 * games, env, env_kwargs, opponent)
+    obs, info = envs.reset(seed=seed)
+    outcome: list = [None] * envs.num_envs
+    while any(o is None for o in outcome):
+        action, _ = policy.predict(obs, deterministic=True, action_masks=info["action_mask"])
+        obs, reward, terminated, truncated, info = envs.step(action)
+        for i in np.flatnonzero(terminated | truncated):
+            outcome[i] = reward[i] if outcome[i] is None else outcome[i]
+    envs.close()
+    return {seat: [outcome[i] for i in range(envs.num_envs) if i % 2 == k] for k, seat in enumerate(envs.seats)}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("checkpoint")
+    parser.add_argument("--games", type=int, default=200, help="games per seat")
+    parser.add_argument("--opponent", default="random")
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args()
+    policy = lit_ppo.load_policy(args.checkpoint)
+    import torch
+
+    init = torch.load(args.checkpoint, map_location="cpu", weights_only=False)["datamodule_hyper_parameters"]
+    game = init["vectorization"]["init_args"]
+    print(f"versus: {args.checkpoint} ({game['env']}) against {args.opponent}, {args.games} games per seat, "
+          f"deterministic moves, seed {args.seed}")
+    print(f"{'seat':<10} {'wins':>6} {'draws':>6} {'losses':>6}")
+    for seat, outcomes in play(policy, game["env"], game.get("env_kwargs") or {}, args.opponent, args.games,
+                               args.seed).items():
+        o = np.array(outcomes)
+        print(f"{seat:<10} {np.mean(o > 0):>6.1%} {np.mean(o == 0):>6.1%} {np.mean(o < 0):>6.1%}")
+
+
+if __name__ == "__main__":
+    main()
