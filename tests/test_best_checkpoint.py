@@ -28,7 +28,11 @@ def evaluations(metrics: Path) -> list[tuple[float, float]]:
             if r.get("eval/return_mean")]
 
 
-def test_best_ckpt_holds_the_best_evaluation_and_validates_to_it(cli, tmp_path):
+def test_best_ckpt_holds_the_best_evaluation_and_validates_to_it(cli_in_process, tmp_path):
+    def cli(*args, cwd):  # in this process: what is under test is the files, not the process
+        proc = cli_in_process(*args, cwd=cwd)
+        assert proc.returncode == 0, proc.stderr[-3000:]
+
     cli("fit", *FIT, *csv_logger("fit_logs"), cwd=tmp_path)
     [metrics] = tmp_path.glob("fit_logs/*/version_0/metrics.csv")
     evals = evaluations(metrics)

@@ -203,8 +203,9 @@ def test_a_centralized_critic_with_a_recurrent_core_is_refused_by_name():
         PPOModule(env_spec=dm.env_spec, recurrent={"hidden_size": 8})
 
 
-def test_agents_overlapped_stop_and_resume_bit_identically(cli, tmp_path):
-    """Everything else still works with agents: the overlapped collector, checkpoints, a resumed run equal to one run."""
+def test_agents_overlapped_stop_and_resume_bit_identically(cli_in_process, tmp_path):
+    """Everything else still works with agents: the overlapped collector, checkpoints, a resumed run equal to one run
+    (in this process: the collector is still a process of its own)."""
     import torch
 
     vectorization = ('{class_path: lit_ppo.envs.multiagent.parallel_rows, init_args: {env: "' + SIGNAL + '", '
@@ -213,9 +214,12 @@ def test_agents_overlapped_stop_and_resume_bit_identically(cli, tmp_path):
             "--data.num_envs", "4", "--data.num_steps", "16", "--data.minibatch_size", "32", "--data.eval_episodes",
             "2", "--data.total_timesteps", str(6 * 64), "--data.overlap", "true", "--trainer.logger", "false",
             "--trainer.callbacks.init_args.every_n_epochs", "1"]
-    cli(*base, "--trainer.callbacks.init_args.dirpath", "full", cwd=tmp_path)
-    cli(*base, "--trainer.callbacks.init_args.dirpath", "part", "--trainer.max_epochs", "3", cwd=tmp_path)
-    cli(*base, "--trainer.callbacks.init_args.dirpath", "part", "--ckpt_path", "last", cwd=tmp_path)
+
+    def run(*args, cwd):
+        assert cli_in_process(*args, cwd=cwd).returncode == 0
+    run(*base, "--trainer.callbacks.init_args.dirpath", "full", cwd=tmp_path)
+    run(*base, "--trainer.callbacks.init_args.dirpath", "part", "--trainer.max_epochs", "3", cwd=tmp_path)
+    run(*base, "--trainer.callbacks.init_args.dirpath", "part", "--ckpt_path", "last", cwd=tmp_path)
     full = torch.load(tmp_path / "full/last.ckpt", weights_only=False)
     part = torch.load(tmp_path / "part/last.ckpt", weights_only=False)
     assert full["global_step"] == part["global_step"] > 0

@@ -108,7 +108,11 @@ def test_recurrent_masked_normalized_and_bf16_runs_keep_the_lag_and_evaluate_wit
     assert "eval/return_mean" in model.trainer.callback_metrics  # validation during fit, in the learner's process
 
 
-def test_same_seed_same_parameters_and_stop_resume_is_bit_identical(cli, tmp_path):
+def test_same_seed_same_parameters_and_stop_resume_is_bit_identical(cli_in_process, tmp_path, no_child_left):
+    # in this process: the collector is still a process of its own
+    def cli(*args, cwd):
+        assert cli_in_process(*args, cwd=cwd).returncode == 0
+
     budget = ["--data.total_timesteps", str(8 * 256), "--trainer.logger", "false"]
     cli("fit", *BASE, *budget, "--trainer.callbacks.init_args.dirpath", "full", cwd=tmp_path)
     cli("fit", *BASE, *budget, "--trainer.callbacks.init_args.dirpath", "part", "--trainer.max_epochs", "3",

@@ -518,8 +518,9 @@ def test_0d_observations_train_validate_predict_and_export(name, tmp_path, no_ch
         np.testing.assert_array_equal(exported, actions)
 
 
-@pytest.mark.parametrize("env", ["ScalarEnv", "ScalarDictEnv"])
-def test_a_0d_observation_env_fits_predicts_and_exports_from_the_command_line(cli, tmp_path, env):
+def test_a_0d_observation_env_fits_predicts_and_exports_from_the_command_line(cli, tmp_path):
+    # the dict variant goes through the same commands; its export signature is checked in process above
+    env = "ScalarEnv"
     cli("fit", "--data.env_id", f"tests.space_envs:{env}", "--data.num_envs", "2", "--data.num_steps", "8",
         "--data.total_timesteps", "32", "--data.minibatch_size", "8", "--data.eval_episodes", "2",
         "--trainer.enable_progress_bar", "false", "--trainer.logger", "false", cwd=tmp_path)
@@ -528,8 +529,7 @@ def test_a_0d_observation_env_fits_predicts_and_exports_from_the_command_line(cl
     assert "predict: 3 episodes" in predicted
     fmt = "onnx" if importlib.util.find_spec("onnxruntime") else "torchscript"
     exported = cli("export", "--ckpt_path", ckpt, "--format", fmt, cwd=tmp_path).stdout
-    shape = "[batch]" if env == "ScalarEnv" else "[batch, 24]"
-    assert f"input 'obs' float32 {shape} -> output 'action' int64 [batch]" in exported
+    assert "input 'obs' float32 [batch] -> output 'action' int64 [batch]" in exported
     assert ckpt.with_suffix(".onnx" if fmt == "onnx" else ".pt").exists()
 
 
