@@ -1,10 +1,13 @@
 """Win, draw and loss rates of a trained turn-based policy against an opponent, from each seat.
 
-    python benchmarks/versus.py runs/connect_four/checkpoints/last.ckpt [--games 200] [--opponent random] [--seed 0]
+    python benchmarks/versus.py runs/connect_four/checkpoints/last.ckpt [--games 200] [--seed 0]
+                                [--opponent random win_or_block runs/old/checkpoints/last.ckpt ...]
 
 Loads the checkpoint with ``lit_ppo.load_policy`` (what a user plays with in Python) and plays ``--games`` games per
-seat of the checkpoint's game (its ``data.vectorization`` env) against ``--opponent`` inside
-``lit_ppo.envs.turn_based``, the policy's deterministic move among the valid ones each turn. Prints one row per seat.
+seat of the checkpoint's game (its ``data.vectorization`` env) against each ``--opponent`` inside
+``lit_ppo.envs.turn_based``, the policy's deterministic move among the valid ones each turn. An opponent is
+``random``, ``win_or_block`` (connect four's scripted player) or another checkpoint (an earlier snapshot, loaded the
+same way, also playing its deterministic move). Prints one row per opponent and seat.
 """
 
 import argparse
@@ -12,10 +15,22 @@ import argparse
 import numpy as np
 
 import lit_ppo
+from lit_ppo.envs.opponents import OPPONENTS
 from lit_ppo.envs.turn_based import TurnBasedVsOpponent
 
 
-def play(policy, env: str, env_kwargs: dict, opponent: str, games: int, seed: int) -> dict[str, list[float]]:
+def checkpoint_opponent(path: str):
+    """A checkpoint as an opponent ``(rng, action_mask, board) -> move``: its deterministic move."""
+    snapshot = lit_ppo.load_policy(path)
+
+    def move(rng, mask, board) -> int:
+        obs = np.asarray(board, np.float32).reshape(1, -1)
+        return int(snapshot.predict(obs, deterministic=True, action_masks=mask[None])[0][0])
+
+    return move
+
+
+def play(policy, env: str, env_kwargs: dict, opponent, games: int, seed: int) -> dict[str, list[float]]:
     """The outcomes (+1, 0, -1) of ``games`` games in each seat; copy ``i`` starts in seat ``i % 2`` and
     alternates, so ``2 * games`` copies of one game each give ``games`` per seat."""
     envs = TurnBasedVsOpponent(2 * games, env, env_kwargs, opponent)
@@ -34,7 +49,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("checkpoint")
     parser.add_argument("--games", type=int, default=200, help="games per seat")
-    parser.add_argument("--opponent", default="random")
+    parser.add_argument("--opponent", nargs="+", default=["random"])
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
     policy = lit_ppo.load_policy(args.checkpoint)
@@ -42,13 +57,15 @@ def main() -> None:
 
     init = torch.load(args.checkpoint, map_location="cpu", weights_only=False)["datamodule_hyper_parameters"]
     game = init["vectorization"]["init_args"]
-    print(f"versus: {args.checkpoint} ({game['env']}) against {args.opponent}, {args.games} games per seat, "
-          f"deterministic moves, seed {args.seed}")
-    print(f"{'seat':<10} {'wins':>6} {'draws':>6} {'losses':>6}")
-    for seat, outcomes in play(policy, game["env"], game.get("env_kwargs") or {}, args.opponent, args.games,
-                               args.seed).items():
-        o = np.array(outcomes)
-        print(f"{seat:<10} {np.mean(o > 0):>6.1%} {np.mean(o == 0):>6.1%} {np.mean(o < 0):>6.1%}")
+    print(f"versus: {args.checkpoint} ({game['env']}), {args.games} games per seat, deterministic moves, "
+          f"seed {args.seed}")
+    print(f"{'opponent':<24} {'seat':<10} {'wins':>6} {'draws':>6} {'losses':>6}")
+    for name in args.opponent:
+        opponent = name if name in OPPONENTS else checkpoint_opponent(name)
+        for seat, outcomes in play(policy, game["env"], game.get("env_kwargs") or {}, opponent, args.games,
+                                   args.seed).items():
+            o = np.array(outcomes)
+            print(f"{name[-24:]:<24} {seat:<10} {np.mean(o > 0):>6.1%} {np.mean(o == 0):>6.1%} {np.mean(o < 0):>6.1%}")
 
 
 if __name__ == "__main__":

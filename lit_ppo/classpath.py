@@ -17,8 +17,11 @@ def resolve(config: ClassPathConfig, key: str) -> tuple[str, Callable[..., Any]]
     """``(class_path, callable)`` for the config at ``key``: the named object with ``init_args`` bound."""
     if isinstance(config, str):
         class_path, init_args = config, {}
-    elif isinstance(config, dict) and "class_path" in config and set(config) <= {"class_path", "init_args"}:
+    elif isinstance(config, dict) and "class_path" in config:
         class_path, init_args = config["class_path"], dict(config.get("init_args") or {})
+        # ``--data.vectorization.init_args.opponent X`` over a config's dict: jsonargparse sets the key beside
+        # class_path (a plain dict has no init_args to it); it overrides the config's init_args
+        init_args.update({k: v for k, v in config.items() if k not in ("class_path", "init_args")})
     else:
         raise ConfigError(f"{key}: expected a class path or {{class_path: ..., init_args: {{...}}}}, got {config!r}.")
     module_name, _, attr = str(class_path).rpartition(".")

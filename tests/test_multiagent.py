@@ -260,12 +260,14 @@ def test_the_connect_four_config_trains_from_the_command_line_with_masks(cli, tm
     from pathlib import Path
 
     monkeypatch.syspath_prepend(str(Path(__file__).resolve().parents[1] / "benchmarks"))
-    monkeypatch.setattr("sys.argv", ["versus.py", str(tmp_path / "runs/connect_four/checkpoints/last.ckpt"),
-                                     "--games", "3"])
+    # against the random player, the scripted one and a snapshot (here: the same checkpoint)
+    last = str(tmp_path / "runs/connect_four/checkpoints/last.ckpt")
+    monkeypatch.setattr("sys.argv", ["versus.py", last, "--games", "3", "--opponent", "random", "win_or_block", last])
     import versus
 
     versus.main()
-    rows = [line.split() for line in capsys.readouterr().out.splitlines() if line.startswith("player_")]
-    assert [r[0] for r in rows] == ["player_0", "player_1"]
-    for _, *rates in rows:  # wins, draws, losses of 3 games: they add up to all of them
+    rows = [line.split() for line in capsys.readouterr().out.splitlines() if "player_" in line]
+    assert [r[:2] for r in rows] == [[o, s] for o in ("random", "win_or_block", last[-24:])
+                                     for s in ("player_0", "player_1")]
+    for _, _, *rates in rows:  # wins, draws, losses of 3 games: they add up to all of them
         assert abs(sum(float(r.rstrip("%")) for r in rates) - 100.0) < 0.2

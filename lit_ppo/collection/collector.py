@@ -134,6 +134,9 @@ class RolloutCollector:
         (``env_ms``, ``act_ms``, ``gae_ms``; none: not timed for anyone)."""
         clock = PhaseClock() if clock is None else clock
         initial_state = self.state.clone() if self.state is not None else torch.zeros((0, 0))
+        see = getattr(getattr(self.envs, "unwrapped", self.envs), "see_learner", None)
+        if see is not None:  # self-play: the env keeps snapshots of the policy (lit_ppo.envs.turn_based)
+            see(policy, self.iterations)
         last_value, episodes = self._play(policy, clock)
         with clock.phase("gae_ms"):
             data = self._finish(policy, initial_state, last_value)

@@ -2,10 +2,11 @@
 the learner plays one seat of each game and an opponent inside the environment the other (``docs/multiagent.md``).
 
 Used from a config as ``data.vectorization: {class_path: lit_ppo.envs.turn_based.against_opponent, init_args: {env:
-pettingzoo.classic.connect_four_v3, opponent: random}}`` with ``data.action_masks: info``.
+pettingzoo.classic.connect_four_v3, opponent: random}}`` with ``data.action_masks: info``; ``self_play: {}`` adds an
+opponent pool of the learner's own snapshots (:mod:`lit_ppo.envs.opponents`).
 """
 
-from typing import Any, Optional
+from typing import Any, Optional, Union
 
 import gymnasium as gym
 import numpy as np
@@ -13,14 +14,8 @@ from gymnasium.vector import AutoresetMode
 from gymnasium.vector.utils import batch_space
 
 from lit_ppo.envs.multiagent import make_from_module
+from lit_ppo.envs.opponents import Opponent, fixed_opponent, snapshot_pool
 from lit_ppo.errors import ConfigError
-
-
-def _random_opponent(rng: np.random.Generator, mask: np.ndarray, board: np.ndarray) -> int:
-    return int(rng.choice(np.flatnonzero(mask)))
-
-
-OPPONENTS = {"random": _random_opponent}
 
 
 class TurnBasedVsOpponent(gym.vector.VectorEnv):
@@ -31,17 +26,26 @@ class TurnBasedVsOpponent(gym.vector.VectorEnv):
     ``info["action_mask"]`` (``data.action_masks: info``), its reward is its own (+1 win, -1 loss, 0 draw in the
     classic games). A game resets in the step it ends (same-step autoreset).
 
-    Opponents: ``random`` (uniform over the valid moves, seeded per game copy). An opponent pool of the learner's
-    own snapshots is not available yet."""
+    ``opponent``: ``random`` (uniform over the valid moves) or ``win_or_block`` (connect four's scripted player), or
+    a callable ``(rng, action_mask, board) -> move`` (:mod:`lit_ppo.envs.opponents`); each game copy draws its
+    randomness from a generator of its own seed. ``self_play`` (``{pool_size, snapshot_every, fixed_share}``):
+    every ``snapshot_every`` rollouts the policy the learner acts with joins a pool of its newest ``pool_size``
+    snapshots, and each game's opponent is drawn from it (:class:`lit_ppo.envs.opponents.SnapshotPool`: the fixed
+    opponent with probability ``fixed_share``, else a snapshot uniformly). The pool is part of the environment,
+    so it is in the checkpoint and a resumed run plays the same opponents. An environment that never sees the
+    learner, as the in-fit evaluation's, has an empty pool and plays the fixed opponent."""
 
     metadata = {"autoreset_mode": AutoresetMode.SAME_STEP}
 
     def __init__(self, num_envs: int, env: str, env_kwargs: Optional[dict[str, Any]] = None,
-                 opponent: str = "random") -> None:
-        if opponent not in OPPONENTS:
-            raise ConfigError(f"data.vectorization.opponent: must be one of {sorted(OPPONENTS)}, got {opponent!r}.")
-        self.envs = [load_turn_based_env(env, env_kwargs) for _ in range(num_envs)]
-        first = self.envs[0]
+                 opponent: Union[str, Opponent] = "random", self_play: Optional[dict[str, Any]] = None) -> None:
+        self.fixed = opponent if callable(opponent) else fixed_opponent(opponent)
+        self.pool = snapshot_pool(self_play)
+        self.env, self.env_kwargs = env, env_kwargs
+        self.tables = [load_turn_based_env(env, env_kwargs) for _ in range(num_envs)]  # a game copy each
+        self.moves: list[list[Optional[int]]] = [[] for _ in range(num_envs)]  # each copy's game so far
+        self.reset_seeds: list[Optional[int]] = [None] * num_envs
+        first = self.tables[0]
         self.seats = list(first.possible_agents)
         if len(self.seats) != 2:
             self.close()
@@ -60,34 +64,40 @@ class TurnBasedVsOpponent(gym.vector.VectorEnv):
         self.num_envs = num_envs
         self.observation_space = batch_space(self.single_observation_space, num_envs)
         self.action_space = batch_space(self.single_action_space, num_envs)
-        self.opponent = OPPONENTS[opponent]
+        self.opponents: list[Opponent] = [self.fixed] * num_envs  # each copy's opponent in its current game
         self.games = np.zeros(num_envs, np.int64)  # games played per copy: the learner's seat alternates with it
 
     def _learner(self, i: int) -> str:
         return self.seats[self.games[i] % 2]
 
     def _observe(self, i: int) -> tuple[np.ndarray, np.ndarray]:
-        seen = self.envs[i].observe(self._learner(i))
+        seen = self.tables[i].observe(self._learner(i))
         return np.asarray(seen["observation"], np.float32).reshape(-1), np.asarray(seen["action_mask"], bool)
 
     def _play_opponent(self, i: int) -> float:
         """The opponent's moves until it is the learner's turn or the game is over; the learner's reward meanwhile."""
-        env, learner, reward = self.envs[i], self._learner(i), 0.0
+        env, learner, reward = self.tables[i], self._learner(i), 0.0
         while env.agents and env.agent_selection != learner and learner in env.agents:
             if env.terminations[env.agent_selection] or env.truncations[env.agent_selection]:
-                env.step(None)
+                self._move(i, None)
                 continue
             seen = env.observe(env.agent_selection)
-            env.step(self.opponent(self.rngs[i], np.asarray(seen["action_mask"], bool), seen["observation"]))
+            self._move(i, self.opponents[i](self.rngs[i], np.asarray(seen["action_mask"], bool), seen["observation"]))
             reward += env.rewards.get(learner, 0.0)
         return reward
 
+    def _move(self, i: int, move: Optional[int]) -> None:
+        self.tables[i].step(move)
+        self.moves[i].append(move)
+
     def _over(self, i: int) -> tuple[bool, bool]:
-        env, learner = self.envs[i], self._learner(i)
+        env, learner = self.tables[i], self._learner(i)
         return bool(env.terminations.get(learner, True)), bool(env.truncations.get(learner, False))
 
     def _start(self, i: int, seed: Optional[int] = None) -> None:
-        self.envs[i].reset(seed=seed)
+        self.tables[i].reset(seed=seed)
+        self.moves[i], self.reset_seeds[i] = [], seed
+        self.opponents[i] = self.pool.draw(self.rngs[i], self.fixed) if self.pool else self.fixed
         self._play_opponent(i)  # the opponent opens where the learner has the second seat
 
     def reset(self, *, seed: Optional[Any] = None, options: Optional[dict] = None):
@@ -105,9 +115,9 @@ class TurnBasedVsOpponent(gym.vector.VectorEnv):
         terminated, truncated = np.zeros(self.num_envs, bool), np.zeros(self.num_envs, bool)
         final_obs, has_final = np.full(self.num_envs, None, dtype=object), np.zeros(self.num_envs, bool)
         observations, masks = [], []
-        for i, env in enumerate(self.envs):
+        for i, env in enumerate(self.tables):
             learner = self._learner(i)
-            env.step(int(actions[i]))
+            self._move(i, int(actions[i]))
             rewards[i] = env.rewards.get(learner, 0.0)
             if not any(self._over(i)):
                 rewards[i] += self._play_opponent(i)
@@ -124,8 +134,26 @@ class TurnBasedVsOpponent(gym.vector.VectorEnv):
             info.update(final_obs=final_obs, _final_obs=has_final)
         return np.stack(observations), rewards, terminated, truncated, info
 
+    def __getstate__(self) -> dict[str, Any]:
+        # PettingZoo's classic games pickle as their constructor arguments (gymnasium's EzPickle), not the game in
+        # progress: a game copy pickles as its moves, replayed when unpickled (the classic games are deterministic).
+        return {k: v for k, v in vars(self).items() if k != "tables"}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        vars(self).update(state)
+        self.tables = [load_turn_based_env(self.env, self.env_kwargs) for _ in range(self.num_envs)]
+        for table, seed, moves in zip(self.tables, self.reset_seeds, self.moves):
+            table.reset(seed=seed)
+            for move in moves:
+                table.step(move)
+
+    def see_learner(self, policy: Any, rollout: int) -> None:
+        """Called by the collector before each rollout with the policy it acts with: self-play's snapshots."""
+        if self.pool is not None:
+            self.pool.see(policy, rollout)
+
     def close_extras(self, **kwargs: Any) -> None:
-        for env in self.envs:
+        for env in self.tables:
             env.close()
 
 
@@ -142,7 +170,8 @@ def load_turn_based_env(env: str, env_kwargs: Optional[dict[str, Any]] = None):
 
 
 def against_opponent(num_envs: int, env: str, env_kwargs: Optional[dict[str, Any]] = None,
-                     opponent: str = "random") -> TurnBasedVsOpponent:
+                     opponent: str = "random", self_play: Optional[dict[str, Any]] = None) -> TurnBasedVsOpponent:
     """``data.vectorization``'s factory for two-player turn-based games against an opponent inside the environment
-    (:class:`TurnBasedVsOpponent`); use with ``data.action_masks: info``."""
-    return TurnBasedVsOpponent(num_envs, env, env_kwargs, opponent)
+    (:class:`TurnBasedVsOpponent`: ``opponent`` random or win_or_block, ``self_play`` a pool of the learner's
+    snapshots); use with ``data.action_masks: info``."""
+    return TurnBasedVsOpponent(num_envs, env, env_kwargs, opponent, self_play)
