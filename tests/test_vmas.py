@@ -1,0 +1,79 @@
+"""VMAS scenarios as rows of one vector env (lit_ppo/envs/vmas_rows.py), with VMAS itself (the vmas extra)."""
+
+import random
+
+import numpy as np
+import pytest
+import torch
+
+pytest.importorskip("vmas")
+
+from lit_ppo.envs.vmas_rows import vmas_rows  # noqa: E402
+from lit_ppo.errors import ConfigError  # noqa: E402
+
+
+def test_rows_are_copies_times_agents_with_the_one_hot_and_the_copy_s_observations_appended():
+    envs = vmas_rows(6, "balance", env_kwargs={"n_agents": 3}, max_steps=4, agent_id=True, global_state=True)
+    obs, _ = envs.reset(seed=0)
+    size = 16  # balance: each agent's own observation
+    assert envs.agents == ["agent_0", "agent_1", "agent_2"] and envs.local_size == size + 3
+    assert obs.shape == (6, size + 3 + 3 * size) == (6, *envs.single_observation_space.shape)
+    for copy in range(2):
+        rows = obs[copy * 3:copy * 3 + 3]
+        np.testing.assert_array_equal(rows[:, size:size + 3], np.eye(3))
+        # the global state is the copy's agents' own observations in order, the same on each of its rows
+        np.testing.assert_array_equal(rows[:, size + 3:], np.tile(rows[:, :size].reshape(1, -1), (3, 1)))
+
+
+def test_a_copy_resets_in_the_step_its_episode_ends_and_its_rows_report_the_episode():
+    envs = vmas_rows(6, "balance", env_kwargs={"n_agents": 3}, max_steps=3)
+    envs.reset(seed=1)
+    total = np.zeros(6)
+    for step in range(3):
+        obs, reward, terminated, truncated, info = envs.step(np.zeros((6, 2), np.float32))
+        total += reward
+        if step < 2:
+            assert not (terminated | truncated).any() and "episode" not in info
+    # every copy hits max_steps together: truncated, not terminated; the final observation is the pre-reset one
+    assert truncated.all() and not terminated.any() and info["_final_obs"].all()
+    np.testing.assert_allclose(info["episode"]["r"], total, rtol=1e-6)
+    np.testing.assert_array_equal(info["episode"]["l"], 3)
+    assert not np.array_equal(np.stack(info["final_obs"]), obs)  # obs is already the new episode's first
+    _, reward, terminated, truncated, info = envs.step(np.zeros((6, 2), np.float32))
+    assert not (terminated | truncated).any() and "episode" not in info
+
+
+def test_vmas_leaves_the_learner_s_generators_alone_and_is_reproducible_by_seed():
+    def play(seed):
+        envs = vmas_rows(3, "navigation", env_kwargs={"n_agents": 3}, max_steps=5)
+        first, _ = envs.reset(seed=seed)
+        return first
+
+    torch.manual_seed(7), np.random.seed(7), random.seed(7)
+    before = (torch.random.get_rng_state(), np.random.get_state()[1].copy(), random.getstate())
+    a, b, c = play(3), play(3), play(4)
+    assert torch.equal(before[0], torch.random.get_rng_state())
+    assert np.array_equal(before[1], np.random.get_state()[1]) and before[2] == random.getstate()
+    np.testing.assert_array_equal(a, b)
+    assert not np.array_equal(a, c)
+
+
+@pytest.mark.parametrize("kwargs, num_envs, message", [
+    ({"max_steps": 10}, 7, "num_envs must be a multiple of 3"),
+    ({}, 6, "data.vectorization.max_steps"),
+    ({"max_steps": 10, "env_kwargs": {"n_agents": 3, "no_such_option": 1}}, 6, "does not read {'no_such_option': 1}"),
+    ({"max_steps": 10, "scenario": "no_such_scenario"}, 6, "VMAS cannot make scenario 'no_such_scenario'"),
+])
+def test_bad_settings_are_refused_by_name(kwargs, num_envs, message):
+    kwargs = {"scenario": "navigation", "env_kwargs": {"n_agents": 3}, **kwargs}
+    with pytest.raises(ConfigError, match=message):
+        vmas_rows(num_envs, **kwargs)
+
+
+def test_the_navigation_config_trains_from_the_command_line(cli_in_process, tmp_path):
+    result = cli_in_process("fit", "--config", "vmas_navigation.yaml", "--data.num_envs", "6",
+                            "--data.num_steps", "100", "--data.minibatch_size", "300", "--data.total_timesteps", "1200",
+                            "--data.eval_episodes", "6", "--trainer.check_val_every_n_epoch", "1", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    checkpoint = torch.load(tmp_path / "runs/vmas_navigation/checkpoints/last.ckpt", weights_only=False)
+    assert checkpoint["lit_ppo_env_steps"] == 1200
