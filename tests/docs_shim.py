@@ -26,7 +26,7 @@ from pathlib import Path
 
 NEEDS = {"mujoco": ("Hopper", "Walker2d", "HalfCheetah", "Ant", "Humanoid", "Swimmer", "Reacher", "Inverted"),
          "Box2D": ("LunarLander", "BipedalWalker", "CarRacing"),
-         "mpe2": ("simple_spread",), "ale_py": ("ale_py", "Breakout", "Pong")}
+         "mpe2": ("simple_spread",), "vmas": ("vmas.",), "ale_py": ("ale_py", "Breakout", "Pong")}
 
 
 def option(args: list[str], name: str):
@@ -94,7 +94,7 @@ def lit_ppo(args: list[str]) -> int:
             return 0
         # rows of a multi-agent env are agents: its config's eval_episodes is already the multiple of them it needs
         vectorization = str(config_data(args).get("vectorization", ""))
-        if "lit_ppo.envs.multiagent" not in vectorization:
+        if not any(rows in vectorization for rows in ("lit_ppo.envs.multiagent", "lit_ppo.envs.vmas_rows")):
             extra += ["--data.eval_episodes", "2"]
         extra += ["--trainer.enable_progress_bar", "false"]
     ckpt = option(args, "--ckpt_path")
