@@ -162,7 +162,11 @@ def test_each_agent_s_return_is_logged_under_its_name(tmp_path):
     # random play expects 4 and 1.5, so swapped names would fail the first bound)
     assert 0 <= metrics["agents/agent_1/return_mean"] <= 3 and 0 <= metrics["agents/agent_0/return_mean"] <= 8
     assert set(k for k in metrics if k.startswith("agents/")) == {"agents/agent_0/return_mean",
-                                                                 "agents/agent_1/return_mean"}
+                                                                 "agents/agent_1/return_mean", "agents/team_return_mean"}
+    # each of the 2 copies ended its one episode at step 8: the team's return is its two agents' returns summed, so
+    # over the copies it averages the two agents' means summed
+    assert metrics["agents/team_return_mean"] == pytest.approx(
+        metrics["agents/agent_0/return_mean"] + metrics["agents/agent_1/return_mean"])
 
 
 def test_a_centralized_critic_reads_the_global_state_and_the_actor_only_its_agent_s_observation(tmp_path):

@@ -38,6 +38,9 @@ def test_a_copy_resets_in_the_step_its_episode_ends_and_its_rows_report_the_epis
     assert truncated.all() and not terminated.any() and info["_final_obs"].all()
     np.testing.assert_allclose(info["episode"]["r"], total, rtol=1e-6)
     np.testing.assert_array_equal(info["episode"]["l"], 3)
+    # the team's return once per copy, on its first row: its three agents' returns summed
+    np.testing.assert_array_equal(info["_team_episode"], [True, False, False] * 2)
+    np.testing.assert_allclose(info["team_episode"]["r"][::3], total.reshape(2, 3).sum(axis=1), rtol=1e-6)
     assert not np.array_equal(np.stack(info["final_obs"]), obs)  # obs is already the new episode's first
     _, reward, terminated, truncated, info = envs.step(np.zeros((6, 2), np.float32))
     assert not (terminated | truncated).any() and "episode" not in info

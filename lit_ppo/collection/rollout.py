@@ -80,6 +80,8 @@ class Rollout:
             is estimated (empty when reward normalization is off).
         episode_returns, episode_lengths: ``[E]`` every episode that finished during this rollout.
         episode_rows: ``[E]`` the vector env's row each of them ran in (with several agents: which agent).
+        team_returns: ``[C]`` with several agents, each copy's episode that finished during this rollout: the sum of
+            its agents' returns (empty for a single-agent env).
         timings: milliseconds of collection by phase (:data:`TIMING_KEYS`), plus any one-off measurement of the
             actor's placement (``act_cpu_us``, ``act_learner_us``).
         nonfinite: which of the environments' outputs held NaN/inf in this rollout (``"rewards"``,
@@ -105,6 +107,7 @@ class Rollout:
     episode_returns: Tensor = _tensor(VARIABLE)
     episode_lengths: Tensor = _tensor(VARIABLE)
     episode_rows: Tensor = _tensor(VARIABLE, empty=((0,), torch.long))
+    team_returns: Tensor = _tensor(VARIABLE, empty=((0,), torch.float32))
     timings: dict[str, float] = field(default_factory=dict)
     weights: Tensor = _tensor(SAMPLE, empty=((0,), torch.float32))
     action_masks: Tensor = _tensor(SAMPLE, empty=((0, 0), torch.bool))

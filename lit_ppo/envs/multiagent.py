@@ -15,7 +15,7 @@ An agent whose episode ends before its copy's leaves a row that is inactive unti
 ``info["active"]`` says so and the collector gives those steps weight 0 in every loss term and in the statistics;
 GAE's trace is cut at the agent's end, as at any episode end. Episode statistics are the rows' own (one episode per
 agent, written in ``info["episode"]`` here rather than by gymnasium's wrapper, which would count an inactive row's
-steps).
+steps); a copy's episode, its agents' returns summed, in ``info["team_episode"]`` on the copy's first row.
 
 Not yet: agents of different spaces (one network per group), refused by name rather than trained wrongly. Two-player
 turn-based (AEC) games against an opponent: :mod:`lit_ppo.envs.turn_based`.
@@ -163,6 +163,7 @@ class ParallelEnvRows(gym.vector.VectorEnv):
         final_obs, has_final = np.full(self.num_envs, None, dtype=object), np.zeros(self.num_envs, bool)
         ended = np.zeros(self.num_envs, bool)  # rows whose agent's episode ended at this step
         episode_r, episode_l = np.zeros(self.num_envs), np.zeros(self.num_envs, np.int64)
+        team_r, team_ended = np.zeros(self.num_envs), np.zeros(self.num_envs, bool)  # on a copy's first row
         for copy, env in enumerate(self.envs):
             base = copy * n
             live = [i for i, a in enumerate(self.agents) if a in env.agents]
@@ -181,12 +182,15 @@ class ParallelEnvRows(gym.vector.VectorEnv):
                 final_obs[row], has_final[row] = self.obs[row], True
             if not env.agents:  # the copy's episode is over: the rows that left earlier end with it
                 terminated[base:base + n] |= ~ended[base:base + n]
+                team_r[base], team_ended[base] = self.returns[base:base + n].sum(), True
                 self._reset_copy(copy)
         info = self._info()
         if has_final.any():
             info.update(final_obs=final_obs, _final_obs=has_final)
         if ended.any():  # as gymnasium's RecordEpisodeStatistics writes them, one episode per agent
             info.update(episode={"r": episode_r, "l": episode_l, "t": np.zeros(self.num_envs)}, _episode=ended)
+        if team_ended.any():  # the team's return: the copy's agents' returns summed, once per copy
+            info.update(team_episode={"r": team_r}, _team_episode=team_ended)
         return np.stack(self.obs), rewards, terminated, truncated, info
 
     def close_extras(self, **kwargs: Any) -> None:

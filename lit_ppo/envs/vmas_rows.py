@@ -6,7 +6,8 @@ tensors; this adapter lays them out as :class:`lit_ppo.envs.multiagent.ParallelE
 unchanged and every step count counts agent steps. ``agent_id`` and ``global_state`` (the concatenated observations
 of the copy's agents: VMAS has no ``state()``) are appended as there; only the critic reads the global state.
 
-VMAS ends all agents of a copy together (its ``done`` is per copy), so no row is ever inactive. A copy resets in the
+VMAS ends all agents of a copy together (its ``done`` is per copy), so no row is ever inactive; the copy's episode,
+its agents' returns summed, is in ``info["team_episode"]`` on its first row. A copy resets in the
 step its episode ends (gymnasium's same-step autoreset: the final observation is in ``info["final_obs"]``), with
 ``reset_at``; ``max_steps`` truncates, a scenario's own end terminates.
 
@@ -147,6 +148,11 @@ class VmasRows(gym.vector.VectorEnv):
             info.update(final_obs=final_obs, _final_obs=ended.copy(),
                         episode={"r": np.where(ended, self.returns, 0.0), "l": np.where(ended, self.lengths, 0),
                                  "t": np.zeros(self.num_envs)}, _episode=ended.copy())
+            team = np.zeros(self.num_envs)
+            team[::n] = self.returns.reshape(self.copies, n).sum(axis=1)
+            team_ended = np.zeros(self.num_envs, bool)
+            team_ended[::n] = ended[::n]
+            info.update(team_episode={"r": team}, _team_episode=team_ended)
             for copy in np.flatnonzero(ended[::n]):
                 observations = self.vmas.reset_at(int(copy))
             obs = self._rows(observations)  # reset_at answers every copy's current observations

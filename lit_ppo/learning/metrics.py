@@ -34,11 +34,15 @@ class UpdateSummary:
 
     def agent_returns(self) -> dict[str, float]:
         """``agents/<name>/return_mean``: the mean return of each agent's episodes that ended in this rollout (this
-        process's; an agent with none is left out)."""
+        process's; an agent with none is left out); ``agents/team_return_mean``: the mean over the copies' episodes
+        that ended in it of their agents' returns summed (the team's return, what a cooperative task maximizes)."""
         rollout, n = self.rollout, len(self.agents)
         agent = rollout.episode_rows % n
-        return {f"agents/{name}/return_mean": float(rollout.episode_returns[agent == i].mean())
-                for i, name in enumerate(self.agents) if bool((agent == i).any())}
+        returns = {f"agents/{name}/return_mean": float(rollout.episode_returns[agent == i].mean())
+                   for i, name in enumerate(self.agents) if bool((agent == i).any())}
+        if rollout.team_returns.numel():  # the copies' episodes that ended: their agents' returns summed
+            returns["agents/team_return_mean"] = float(rollout.team_returns.mean())
+        return returns
 
     def mean_terms(self) -> Tensor:
         """The loss terms' means over the applied updates (NaN when none was applied)."""
