@@ -260,6 +260,15 @@ def test_the_connect_four_config_trains_from_the_command_line_with_masks(cli, tm
         "--data.minibatch_size", "64", "--data.total_timesteps", "256", "--data.eval_episodes", "4",
         "--trainer.check_val_every_n_epoch", "1", cwd=tmp_path)
     assert (tmp_path / "runs/connect_four/checkpoints/last.ckpt").exists()
+    # a game's evaluation logs its win, draw and loss rates beside the return (wins minus losses)
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    [version] = (tmp_path / "runs/connect_four").glob("version_*")
+    events = EventAccumulator(str(version))
+    events.Reload()
+    win, draw, loss = (events.Scalars(f"eval/{outcome}_rate")[-1].value for outcome in ("win", "draw", "loss"))
+    assert win + draw + loss == pytest.approx(1.0)
+    assert win - loss == pytest.approx(events.Scalars("eval/return_mean")[-1].value)
     # the checkpoint as a user plays it (benchmarks/versus.py: load_policy, the random opponent, each seat)
     from pathlib import Path
 

@@ -36,6 +36,7 @@ class TurnBasedVsOpponent(gym.vector.VectorEnv):
     learner, as the in-fit evaluation's, has an empty pool and plays the fixed opponent."""
 
     metadata = {"autoreset_mode": AutoresetMode.SAME_STEP}
+    outcomes = True  # an episode's return is its outcome for the learner: +1 a win, 0 a draw, -1 a loss
 
     def __init__(self, num_envs: int, env: str, env_kwargs: Optional[dict[str, Any]] = None,
                  opponent: Union[str, Opponent] = "random", self_play: Optional[dict[str, Any]] = None) -> None:

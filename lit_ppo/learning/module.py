@@ -285,6 +285,9 @@ class PPOModule(L.LightningModule):
         lengths = self.all_gather(batch["lengths"].to(self.device)).flatten().float()
         self.log_dict({"eval/return_mean": returns.mean(), "eval/return_std": returns.std(unbiased=False),
                        "eval/length_mean": lengths.mean()}, prog_bar=True, batch_size=returns.numel())
+        if self.hparams.env_spec.get("outcomes"):  # a game (envs/turn_based.py): each return is +1, 0 or -1
+            self.log_dict({"eval/win_rate": (returns > 0).float().mean(), "eval/draw_rate": (returns == 0).float().mean(),
+                           "eval/loss_rate": (returns < 0).float().mean()}, batch_size=returns.numel())
         # Lightning logs at a logged "step" value when there is one: the evaluation lands on the env-step axis of
         # the rollout metrics (during fit, the rollout it followed; afterwards, the checkpoint's).
         self.log("step", float(self.env_steps), batch_size=returns.numel())
