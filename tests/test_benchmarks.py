@@ -221,3 +221,15 @@ def test_the_report_gives_tianshous_measure_the_maximum_over_training_of_the_see
     # steps both seeds evaluated at: 100 (2.0), 200 (3.0), 300 (4.0); 400 only one seed did
     assert learning_report.max_of_seed_mean(runs) == (4.0, 300)
     assert learning_report.max_of_seed_mean([{"_dir": tmp_path / "none"}]) is None
+
+
+def test_the_benchmarl_anchor_reads_its_task_and_budget_from_the_shipped_config(monkeypatch):
+    # BenchMARL itself runs in an interpreter of its own (not installed here): what it is given is checked
+    monkeypatch.syspath_prepend(str(BENCHMARKS))
+    import benchmarl_anchor
+
+    spec = benchmarl_anchor.spec_of("vmas_navigation.yaml")
+    assert spec["scenario"] == "navigation" and spec["task"]["max_steps"] == 100 and spec["task"]["n_agents"] == 3
+    assert spec["frames"] == 3_600_000 // 3  # agent steps -> BenchMARL's frames of all agents at once
+    with pytest.raises(SystemExit, match="does not train a VMAS scenario"):
+        benchmarl_anchor.spec_of("simple_spread.yaml")
