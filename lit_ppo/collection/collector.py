@@ -11,6 +11,7 @@ from torch import Tensor
 
 from lit_ppo.collection.action_masks import ActionMaskReader
 from lit_ppo.collection.clock import PhaseClock
+from lit_ppo.collection.episodes import FinishedEpisodes
 from lit_ppo.collection.gae import compute_gae, explained_variance
 from lit_ppo.envs.make import autoreset_mode, rebuilt_by_pickling
 from lit_ppo.errors import EnvStepError, where_env_failed
@@ -140,10 +141,7 @@ class RolloutCollector:
         last_value, episodes = self._play(policy, clock)
         with clock.phase("gae_ms"):
             data = self._finish(policy, initial_state, last_value)
-        data["episode_returns"] = torch.tensor(episodes[0], dtype=torch.float32)
-        data["episode_lengths"] = torch.tensor(episodes[1], dtype=torch.float32)
-        data["episode_rows"] = torch.tensor(episodes[2], dtype=torch.long)
-        data["team_returns"] = torch.tensor(episodes[3], dtype=torch.float32)
+        data.update(episodes.rollout_fields())
         data["nonfinite"] = tuple(name for name, values in (("rewards", self.rewards), ("observations", data["obs"]))
                                   if values.is_floating_point() and not bool(values.isfinite().all()))
         self.iterations += 1
@@ -203,12 +201,12 @@ class RolloutCollector:
         return weights, weights > 0
 
     @torch.inference_mode()
-    def _play(self, policy, clock: PhaseClock) -> tuple[Tensor, tuple[list, list, list, list]]:
+    def _play(self, policy, clock: PhaseClock) -> tuple[Tensor, FinishedEpisodes]:
         """Step every env ``num_steps`` times into the buffers; returns V(observation after the last step) and the
-        returns, lengths and rows of the episodes that finished, and the team returns of the copies that did."""
+        episodes that finished."""
         self.final_values.zero_()
         self.final_obs.clear()
-        episodes: tuple[list, list, list, list] = ([], [], [], [])
+        episodes = FinishedEpisodes()
         acting, stepping = clock.phase("act_ms"), clock.phase("env_ms")
         for step in range(self.num_steps):
             with acting:
@@ -241,7 +239,7 @@ class RolloutCollector:
         buf["actions"][step], buf["logprobs"][step], buf["values"][step] = action, logprob, value
         return actions_to_env(action, self.action_space)
 
-    def _step_envs(self, step: int, env_action: Any, episodes: tuple[list, list, list, list]) -> dict[str, Any]:
+    def _step_envs(self, step: int, env_action: Any, episodes: FinishedEpisodes) -> dict[str, Any]:
         """Step every environment; store the rewards and how each step ended, the next inputs, and the finished
         episodes' returns and lengths; returns the step's ``info``."""
         arrays = self._np
@@ -259,13 +257,7 @@ class RolloutCollector:
         if self.state is not None:  # same-step: the obs after a done is a first one; next-step: after a reset step
             ended = self.dones[step] if not self.next_step else (self.dones[step - 1] if step else self.resets_next)
             self.starts_next = ended.clone()
-        if "_episode" in info:
-            done_idx = np.flatnonzero(info["_episode"])
-            episodes[0].extend(info["episode"]["r"][done_idx].tolist())
-            episodes[1].extend(info["episode"]["l"][done_idx].tolist())
-            episodes[2].extend(done_idx.tolist())
-        if "_team_episode" in info:  # several agents: a copy's episode, its agents' returns summed (envs/multiagent.py)
-            episodes[3].extend(info["team_episode"]["r"][np.flatnonzero(info["_team_episode"])].tolist())
+        episodes.read(info)
         return info
 
     def _after_step(self, policy, step: int, info: dict[str, Any]) -> None:
