@@ -26,7 +26,7 @@ from pathlib import Path
 
 NEEDS = {"mujoco": ("Hopper", "Walker2d", "HalfCheetah", "Ant", "Humanoid", "Swimmer", "Reacher", "Inverted"),
          "Box2D": ("LunarLander", "BipedalWalker", "CarRacing"),
-         "mpe2": ("simple_spread",), "vmas": ("vmas.",), "ale_py": ("ale_py", "Breakout", "Pong")}
+         "mpe2": ("simple_spread", "simple_speaker"), "vmas": ("vmas.",), "ale_py": ("ale_py", "Breakout", "Pong")}
 
 
 def option(args: list[str], name: str):

@@ -3,7 +3,10 @@
 
 ``signal``: each agent observes a random bit (one-hot of 2) and earns 1 for answering it (action = bit), 0 otherwise;
 every agent is truncated after ``length`` steps together. Agent ``i``'s bit at step t of an episode seeded s is
-drawn from ``np.random.default_rng`` on reset, so the tests can write the rewards down.
+drawn from ``np.random.default_rng`` on reset, so the tests can write the rewards down. ``odd_space``: the last agent
+observes 3 values (its bit's one-hot and a 0); ``odd_actions``: it has 3 choices, of which 2 always earns 0;
+``contrary``: it earns 1 for answering the other bit (1 - bit), so that it must act unlike the others. An action
+outside an agent's space raises.
 """
 
 import functools
@@ -16,9 +19,11 @@ from pettingzoo import ParallelEnv
 class Signal(ParallelEnv):
     metadata = {"name": "signal_v0"}
 
-    def __init__(self, agents: int = 2, length: int = 8, leave_early: bool = False, odd_space: bool = False):
+    def __init__(self, agents: int = 2, length: int = 8, leave_early: bool = False, odd_space: bool = False,
+                 odd_actions: bool = False, contrary: bool = False):
         self.possible_agents = [f"agent_{i}" for i in range(agents)]
         self.length, self.leave_early, self.odd_space = length, leave_early, odd_space
+        self.odd_actions, self.contrary = odd_actions, contrary
         self.rng = np.random.default_rng(0)
 
     @functools.lru_cache(maxsize=None)
@@ -28,11 +33,14 @@ class Signal(ParallelEnv):
 
     @functools.lru_cache(maxsize=None)
     def action_space(self, agent):
-        return gym.spaces.Discrete(2)
+        return gym.spaces.Discrete(3 if self.odd_actions and agent == self.possible_agents[-1] else 2)
 
     def _observe(self):
         self.bits = {a: int(self.rng.integers(2)) for a in self.agents}
-        return {a: np.eye(2, dtype=np.float32)[b] for a, b in self.bits.items()}
+        return {a: np.eye(2, self.observation_space(a).shape[0], dtype=np.float32)[b] for a, b in self.bits.items()}
+
+    def _answer(self, agent):
+        return 1 - self.bits[agent] if self.contrary and agent == self.possible_agents[-1] else self.bits[agent]
 
     def reset(self, seed=None, options=None):
         if seed is not None:
@@ -41,7 +49,10 @@ class Signal(ParallelEnv):
         return self._observe(), {a: {} for a in self.agents}
 
     def step(self, actions):
-        rewards = {a: float(actions[a] == self.bits[a]) for a in self.agents}
+        for a in self.agents:
+            if not self.action_space(a).contains(np.int64(actions[a])):
+                raise ValueError(f"{a} cannot take action {actions[a]!r}: its space is {self.action_space(a)}")
+        rewards = {a: float(actions[a] == self._answer(a)) for a in self.agents}
         self.t += 1
         truncated = {a: self.t >= self.length for a in self.agents}
         terminated = {a: self.leave_early and a == self.agents[-1] and self.t == 3 for a in self.agents}

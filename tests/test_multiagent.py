@@ -92,10 +92,10 @@ def test_an_inactive_row_ends_with_its_copy_and_starts_over_active():
 
 
 @pytest.mark.parametrize("kwargs,num_envs,message", [
-    ({"odd_space": True}, 2, "do not share one observation and action space.*one network per agent group"),
+    ({"odd_space": True}, 2, "do not share one observation and action space.*data.vectorization.groups: prefix"),
     ({}, 3, "data.num_envs: .* has 2 agents.*multiple of 2"),
 ], ids=["other_spaces", "rows_not_a_multiple"])
-def test_what_is_not_available_yet_is_refused_by_name(kwargs, num_envs, message):
+def test_what_one_shared_network_cannot_take_is_refused_by_name(kwargs, num_envs, message):
     with pytest.raises(ConfigError, match=message):
         envs = parallel_rows(num_envs, SIGNAL, kwargs)
         envs.reset(seed=0)

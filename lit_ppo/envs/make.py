@@ -291,7 +291,8 @@ def _spaces_and_agents(
         base = envs.unwrapped
         extra = {key: value for key, value in (("agents", list(getattr(base, "agents", None) or [])),
                                                ("actor_inputs", getattr(base, "local_size", None)),
-                                               ("outcomes", getattr(base, "outcomes", None))) if value}
+                                               ("outcomes", getattr(base, "outcomes", None)),
+                                               ("groups", getattr(base, "group_spec", None))) if value}
         return envs.single_observation_space, envs.single_action_space, extra
     finally:
         envs.close()
@@ -301,9 +302,9 @@ def describe_spaces(
     env_id: str, env_kwargs: Optional[dict[str, Any]] = None, wrappers: Optional[Sequence[WrapperConfig]] = None,
     vectorization: Vectorization = "sync", num_envs: int = 1,
 ) -> dict[str, Any]:
-    """``{"env_id", "observation", "action"}`` (and ``"agents"``, ``"actor_inputs"`` for a multi-agent vector env,
-    ``"outcomes"`` for a game whose returns are win/draw/loss): the typed specs of ``env_id``'s spaces (after ``wrappers``) as
-    plain data (:func:`lit_ppo.envs.spaces.spec_to_dict`), because it is saved in checkpoint hyperparameters.
+    """``{"env_id", "observation", "action"}`` (and ``"agents"``, ``"actor_inputs"``, ``"groups"`` for a multi-agent
+    vector env, ``"outcomes"`` for a game whose returns are win/draw/loss): the typed specs of ``env_id``'s spaces
+    (after ``wrappers``) as plain data (:func:`lit_ppo.envs.spaces.spec_to_dict`), because it is saved in checkpoint hyperparameters.
 
     Raises a :class:`ConfigError` for unknown ids and for spaces the policy cannot handle, before any training.
     """

@@ -17,7 +17,8 @@ GAE's trace is cut at the agent's end, as at any episode end. Episode statistics
 agent, written in ``info["episode"]`` here rather than by gymnasium's wrapper, which would count an inactive row's
 steps); a copy's episode, its agents' returns summed, in ``info["team_episode"]`` on the copy's first row.
 
-Not yet: agents of different spaces (one network per group), refused by name rather than trained wrongly. Two-player
+``groups`` gives each group of agents its own actor and critic (:mod:`lit_ppo.envs.agent_groups`): agents of
+different spaces train this way, and agents of one space too when they should not share parameters. Two-player
 turn-based (AEC) games against an opponent: :mod:`lit_ppo.envs.turn_based`.
 """
 
@@ -29,6 +30,7 @@ import numpy as np
 from gymnasium.vector import AutoresetMode
 from gymnasium.vector.utils import batch_space
 
+from lit_ppo.envs.agent_groups import AgentGroups, GroupsConfig, agent_groups
 from lit_ppo.errors import ConfigError
 
 
@@ -69,26 +71,39 @@ class ParallelEnvRows(gym.vector.VectorEnv):
     metadata = {"autoreset_mode": AutoresetMode.SAME_STEP, "records_episode_statistics": True}
 
     def __init__(self, copies: int, env: str, env_kwargs: Optional[dict[str, Any]] = None, agent_id: bool = False,
-                 global_state: bool = False):
+                 global_state: bool = False, groups: Optional[GroupsConfig] = None):
         self.envs = [load_parallel_env(env, env_kwargs) for _ in range(copies)]
         first = self.envs[0]
         self.agents = list(first.possible_agents)
         self.name, self.agent_id, self.global_state = env, agent_id, global_state
         spaces = {a: (first.observation_space(a), first.action_space(a)) for a in self.agents}
-        odd = [a for a, s in spaces.items() if s != spaces[self.agents[0]]]
-        if odd:
-            self.close()
-            raise ConfigError(f"data.vectorization: the agents of {env!r} do not share one observation and action "
-                              f"space ({self.agents[0]}: {spaces[self.agents[0]]}; {odd[0]}: {spaces[odd[0]]}), which "
-                              "one shared network needs; one network per agent group is not available yet.")
-        obs_space, self.single_action_space = spaces[self.agents[0]]
-        parts = [obs_space]
+        self.groups: Optional[AgentGroups] = None
+        parts: list[gym.spaces.Space] = []
+        if groups is not None:
+            try:
+                self.groups = agent_groups(groups, self.agents, spaces, env)
+            except ConfigError:
+                self.close()
+                raise
+            self.group_hots = self.groups.one_hots
+            parts.append(gym.spaces.Box(0, 1, (len(self.groups.names),), np.float32))  # the network's group
+            obs_space, self.single_action_space = self.groups.observation_space, self.groups.action_space
+        else:
+            odd = [a for a, s in spaces.items() if s != spaces[self.agents[0]]]
+            if odd:
+                self.close()
+                raise ConfigError(f"data.vectorization: the agents of {env!r} do not share one observation and action "
+                                  f"space ({self.agents[0]}: {spaces[self.agents[0]]}; {odd[0]}: {spaces[odd[0]]}), "
+                                  "which one shared network needs; give each group of agents its own network with "
+                                  "data.vectorization.groups: prefix (or {group: [agent, ...]}).")
+            obs_space, self.single_action_space = spaces[self.agents[0]]
+        parts.append(obs_space)
         if agent_id:
             parts.append(gym.spaces.Box(0, 1, (len(self.agents),), np.float32))
         self.local_size = None  # global_state: how many leading inputs are the agent's own (the actor's)
         if global_state:
             self.local_size = sum(int(np.prod(part.shape)) for part in parts)
-            parts.append(self._state_space(first, obs_space))
+            parts.append(self._state_space(first, [spaces[a][0] for a in self.agents]))
         if len(parts) > 1:
             key = "agent_id" if agent_id else "global_state"
             if not all(isinstance(part, gym.spaces.Box) and len(part.shape) == 1 for part in parts):
@@ -102,15 +117,22 @@ class ParallelEnvRows(gym.vector.VectorEnv):
         self.observation_space = batch_space(obs_space, self.num_envs)
         self.action_space = batch_space(self.single_action_space, self.num_envs)
 
-    def _state_space(self, env, obs_space: gym.spaces.Space) -> gym.spaces.Space:
+    @property
+    def group_spec(self) -> Optional[dict[str, Any]]:
+        """The groups as plain data for the env spec (the network reads it), or None: one network for all."""
+        if self.groups is None:
+            return None
+        return {"names": list(self.groups.names), "of_agent": list(self.groups.of_agent),
+                "actions": None if self.groups.actions is None else list(self.groups.actions)}
+
+    def _state_space(self, env, observations: list[gym.spaces.Space]) -> gym.spaces.Space:
         """The global state the critic reads: the env's ``state()`` where it has one, else every agent's
         observation, concatenated (MAPPO's fallback)."""
         space = getattr(env, "state_space", None)
         if isinstance(space, gym.spaces.Box):
             return gym.spaces.Box(space.low.reshape(-1), space.high.reshape(-1), dtype=np.float32)
-        n = len(self.agents)
-        return gym.spaces.Box(np.tile(obs_space.low.reshape(-1), n), np.tile(obs_space.high.reshape(-1), n),
-                              dtype=np.float32)
+        return gym.spaces.Box(np.concatenate([np.reshape(o.low, -1) for o in observations]),
+                              np.concatenate([np.reshape(o.high, -1) for o in observations]), dtype=np.float32)
 
     def _refresh_copy(self, copy: int) -> None:
         """The copy's rows from its agents' latest observations (an agent that left keeps its last)."""
@@ -122,7 +144,8 @@ class ParallelEnvRows(gym.vector.VectorEnv):
             shared = (np.asarray(env.state(), np.float32).reshape(-1) if getattr(env, "state_space", None) is not None
                       else np.concatenate([np.asarray(o, np.float32).reshape(-1) for o in raw]))
         for i in range(n):
-            parts = [np.asarray(raw[i])]
+            parts = [np.asarray(raw[i])] if self.groups is None else [self.group_hots[i],
+                                                                       self.groups.own_part(raw[i])]
             if self.agent_id:
                 parts.append(np.eye(n, dtype=np.float32)[i])
             if shared is not None:
@@ -199,12 +222,14 @@ class ParallelEnvRows(gym.vector.VectorEnv):
 
 
 def parallel_rows(num_envs: int, env: str, env_kwargs: Optional[dict[str, Any]] = None,
-                  agent_id: bool = False, global_state: bool = False) -> ParallelEnvRows:
+                  agent_id: bool = False, global_state: bool = False,
+                  groups: Optional[GroupsConfig] = None) -> ParallelEnvRows:
     """``data.vectorization``'s factory: ``num_envs`` rows (copies x agents) of the PettingZoo parallel env ``env``
     (``module`` or ``module:factory``) made with ``env_kwargs``; ``agent_id``: a one-hot of the agent in its
     observation; ``global_state``: the env's global state (its ``state()``, else every agent's observation) appended
     after them, which only the critic reads (MAPPO; ``env_spec["actor_inputs"]`` says how many inputs the actor
-    takes). ``num_envs`` must be a multiple of the number of agents."""
+    takes); ``groups``: one actor and critic per group of agents, ``prefix`` (by name) or ``{group: [agent, ...]}``
+    (:mod:`lit_ppo.envs.agent_groups`). ``num_envs`` must be a multiple of the number of agents."""
     probe = load_parallel_env(env, env_kwargs)
     agents = len(probe.possible_agents)
     probe.close()
@@ -212,4 +237,4 @@ def parallel_rows(num_envs: int, env: str, env_kwargs: Optional[dict[str, Any]] 
         raise ConfigError(f"data.num_envs: {env!r} has {agents} agents, each a row of the vector env, so num_envs must "
                           f"be a multiple of {agents} (copies x agents); got {num_envs}. The same holds for "
                           "data.eval_episodes, whose environments are rows too.")
-    return ParallelEnvRows(num_envs // agents, env, env_kwargs, agent_id, global_state)
+    return ParallelEnvRows(num_envs // agents, env, env_kwargs, agent_id, global_state, groups)

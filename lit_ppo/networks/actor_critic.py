@@ -25,6 +25,7 @@ from torch import Tensor, nn
 
 from lit_ppo.classpath import ClassPathConfig, resolve
 from lit_ppo.networks.distributions import DiagGaussianHead, make_head
+from lit_ppo.networks.grouped import GroupedLayers
 from lit_ppo.networks.encoders import NormalizedObservation, ObservationEncoder, layer_init
 from lit_ppo.errors import ConfigError
 from lit_ppo.networks.normalization import CLIP, RunningMeanStd
@@ -111,6 +112,10 @@ class ActorCritic(nn.Module):
         actor_inputs: the actor reads only the first ``actor_inputs`` of a flat observation, the critic all of it
             (MAPPO's centralized critic: an agent's own observation, then the global state;
             :mod:`lit_ppo.envs.multiagent`); from ``env_spec["actor_inputs"]``. None: both read everything.
+        groups: one actor and critic per agent group (:mod:`lit_ppo.envs.agent_groups`): the number of groups, whose
+            one-hot leads each observation (a Gaussian head then has a log-std per group); from
+            ``env_spec["groups"]``. None: one network for every row.
+        group_actions: each group's number of Discrete choices where they differ (the rest masked out).
     """
 
     def __init__(
@@ -127,6 +132,8 @@ class ActorCritic(nn.Module):
         log_std_init: float = 0.0,
         ortho_init: bool = True,
         actor_inputs: Optional[int] = None,
+        groups: Optional[int] = None,
+        group_actions: Optional[Sequence[int]] = None,
     ) -> None:
         super().__init__()
         settings = NetworkSettings.parse(hidden_sizes=hidden_sizes, encoder=encoder, activation=activation,
@@ -144,15 +151,24 @@ class ActorCritic(nn.Module):
         n = self.encoder.num_features
         self.core = RecurrentCore(n, settings.recurrent) if settings.recurrent is not None else None
         n = self.core.hidden_size if self.core is not None else n
-        self.actor_inputs = actor_inputs
-        if actor_inputs is not None:
-            flat = isinstance(observation, BoxSpec) and not observation.image and len(observation.shape) == 1
-            if not (flat and network is None and self.core is None and 0 < actor_inputs <= n):
-                raise ConfigError(f"a centralized critic (actor_inputs {actor_inputs} of {n} features, e.g. "
-                                  "data.vectorization.global_state) needs a flat vector observation, the built-in MLP "
-                                  "and no model.recurrent or model.network; turn one of them off.")
-        self.actor = mlp(actor_inputs or n, hidden_sizes, self.head.num_outputs, 0.01, activation)
-        self.critic = mlp(n, hidden_sizes, 1, 1.0, activation)
+        self.actor_inputs, self.groups = actor_inputs, groups
+        flat = isinstance(observation, BoxSpec) and not observation.image and len(observation.shape) == 1
+        plain = flat and network is None and self.core is None
+        if actor_inputs is not None and not (plain and 0 < actor_inputs <= n):
+            raise ConfigError(f"a centralized critic (actor_inputs {actor_inputs} of {n} features, e.g. "
+                              "data.vectorization.global_state) needs a flat vector observation, the built-in MLP "
+                              "and no model.recurrent or model.network; turn one of them off.")
+        if groups is not None and not (plain and 0 < groups <= n):
+            raise ConfigError(f"one network per agent group ({groups} groups, data.vectorization.groups) needs a flat "
+                              "vector observation, the built-in MLP and no model.recurrent or model.network; turn "
+                              "one of them off.")
+        if groups is None:
+            self.actor = mlp(actor_inputs or n, hidden_sizes, self.head.num_outputs, 0.01, activation)
+            self.critic = mlp(n, hidden_sizes, 1, 1.0, activation)
+        else:
+            self.actor = GroupedLayers([mlp(actor_inputs or n, hidden_sizes, self.head.num_outputs, 0.01, activation)
+                                        for _ in range(groups)], self.head.num_outputs, group_actions)
+            self.critic = GroupedLayers([mlp(n, hidden_sizes, 1, 1.0, activation) for _ in range(groups)], 1)
         if not settings.ortho_init:  # the layers built here, back to PyTorch's own init (the user's network is not ours)
             built = [self.actor, self.critic] + ([self.encoder] if network is None else [])
             built += [self.core] if self.core is not None else []
@@ -161,17 +177,20 @@ class ActorCritic(nn.Module):
                 layer.reset_parameters()
         # The Gaussian's state-independent log-std: optimized and saved with the policy; std exp(log_std_init).
         gaussian = isinstance(self.head, DiagGaussianHead)
-        self.log_std = nn.Parameter(torch.full((self.head.num_outputs,), float(settings.log_std_init))) \
-            if gaussian else None
+        shape = (self.head.num_outputs,) if groups is None else (groups, self.head.num_outputs)
+        self.log_std = nn.Parameter(torch.full(shape, float(settings.log_std_init))) if gaussian else None
         self.return_rms = RunningMeanStd(()) if normalize_reward else None
 
     @classmethod
     def from_env_spec(cls, env_spec: dict[str, Any], **kwargs: Any) -> "ActorCritic":
         """The policy for ``PPODataModule.env_spec`` (plain data, as checkpoints hold it)."""
+        groups = env_spec.get("groups")
         return cls(spec_from_dict(env_spec["observation"]), spec_from_dict(env_spec["action"]),
                    normalize_obs=bool(env_spec.get("normalize_obs")),
                    normalize_reward=bool(env_spec.get("normalize_reward")),
-                   actor_inputs=env_spec.get("actor_inputs"), **kwargs)
+                   actor_inputs=env_spec.get("actor_inputs"),
+                   groups=len(groups["names"]) if groups else None,
+                   group_actions=groups.get("actions") if groups else None, **kwargs)
 
     @classmethod
     def from_settings(cls, settings: Mapping[str, Any]) -> "ActorCritic":
@@ -216,13 +235,24 @@ class ActorCritic(nn.Module):
         """Distribution parameters and values, both cast to fp32 (autocast may have made them half precision), and
         the recurrent state after ``obs``."""
         features, state = self.features(obs, state, starts)
-        params = self.actor(features if self.actor_inputs is None else features[..., :self.actor_inputs]).float()
-        if self.log_std is not None:
-            params = torch.cat([params, self.log_std.float().expand_as(params)], -1)
-        return params, self.critic(features).squeeze(-1).float(), state
+        actor_features = features if self.actor_inputs is None else features[..., :self.actor_inputs]
+        if self.groups is None:
+            params = self.actor(actor_features).float()
+            log_std = None if self.log_std is None else self.log_std.float().expand_as(params)
+        else:
+            hot = obs[..., :self.groups].float()  # the raw one-hot: normalized features would blur it
+            params = self.actor.mask(self.actor(actor_features, hot).float(), hot)
+            log_std = None if self.log_std is None else hot @ self.log_std.float()
+        if log_std is not None:
+            params = torch.cat([params, log_std], -1)
+        return params, self._value(features, obs), state
+
+    def _value(self, features: Tensor, obs: Tensor) -> Tensor:
+        out = self.critic(features) if self.groups is None else self.critic(features, obs[..., :self.groups].float())
+        return out.squeeze(-1).float()
 
     def value(self, obs: Tensor, state: Optional[Tensor] = None, starts: Optional[Tensor] = None) -> Tensor:
-        return self.critic(self.features(obs, state, starts)[0]).squeeze(-1).float()
+        return self._value(self.features(obs, state, starts)[0], obs)
 
     def act(
         self, obs: Tensor, generator: Optional[torch.Generator] = None, deterministic: bool = False,
