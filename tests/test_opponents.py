@@ -50,6 +50,26 @@ def test_a_bad_opponent_or_pool_is_refused_naming_the_key():
         snapshot_pool({"fixed_share": 1.5})
 
 
+def test_a_list_of_fixed_opponents_gives_each_game_one_drawn_uniformly_and_reproducibly():
+    pytest.importorskip("pettingzoo.classic.connect_four_v3")
+    from lit_ppo.envs.turn_based import against_opponent
+
+    def opponents(seed):
+        envs = against_opponent(200, "pettingzoo.classic.connect_four_v3", opponent=["random", "win_or_block"])
+        envs.reset(seed=seed)
+        drawn = [o.__name__ for o in envs.opponents]
+        envs.close()
+        return drawn
+
+    drawn = opponents(0)
+    assert abs(drawn.count("win_or_block") / 200 - 0.5) < 0.1 and set(drawn) == {"random_move", "win_or_block"}
+    assert opponents(0) == drawn and opponents(1) != drawn
+    with pytest.raises(ConfigError, match="opponent: an empty list"):
+        against_opponent(2, "pettingzoo.classic.connect_four_v3", opponent=[])
+    with pytest.raises(ConfigError, match="opponent: must be one of"):
+        against_opponent(2, "pettingzoo.classic.connect_four_v3", opponent=["random", "minimax"])
+
+
 def test_the_pool_keeps_the_newest_snapshots_and_draws_by_its_rule():
     pool = SnapshotPool(size=2, snapshot_every=2, fixed_share=0.25)
     rng = np.random.default_rng(0)

@@ -6,6 +6,7 @@ pettingzoo.classic.connect_four_v3, opponent: random}}`` with ``data.action_mask
 opponent pool of the learner's own snapshots (:mod:`lit_ppo.envs.opponents`).
 """
 
+from collections.abc import Sequence
 from typing import Any, Optional, Union
 
 import gymnasium as gym
@@ -27,8 +28,9 @@ class TurnBasedVsOpponent(gym.vector.VectorEnv):
     classic games). A game resets in the step it ends (same-step autoreset).
 
     ``opponent``: ``random`` (uniform over the valid moves) or ``win_or_block`` (connect four's scripted player), or
-    a callable ``(rng, action_mask, board) -> move`` (:mod:`lit_ppo.envs.opponents`); each game copy draws its
-    randomness from a generator of its own seed. ``self_play`` (``{pool_size, snapshot_every, fixed_share}``):
+    a callable ``(rng, action_mask, board) -> move`` (:mod:`lit_ppo.envs.opponents`), or a list of them: each game's
+    fixed opponent is then drawn uniformly from the list. Each game copy draws its randomness from a generator of its
+    own seed. ``self_play`` (``{pool_size, snapshot_every, fixed_share}``):
     every ``snapshot_every`` rollouts the policy the learner acts with joins a pool of its newest ``pool_size``
     snapshots, and each game's opponent is drawn from it (:class:`lit_ppo.envs.opponents.SnapshotPool`: the fixed
     opponent with probability ``fixed_share``, else a snapshot uniformly). The pool is part of the environment,
@@ -39,8 +41,13 @@ class TurnBasedVsOpponent(gym.vector.VectorEnv):
     outcomes = True  # an episode's return is its outcome for the learner: +1 a win, 0 a draw, -1 a loss
 
     def __init__(self, num_envs: int, env: str, env_kwargs: Optional[dict[str, Any]] = None,
-                 opponent: Union[str, Opponent] = "random", self_play: Optional[dict[str, Any]] = None) -> None:
-        self.fixed = opponent if callable(opponent) else fixed_opponent(opponent)
+                 opponent: Union[str, Opponent, Sequence[Union[str, Opponent]]] = "random",
+                 self_play: Optional[dict[str, Any]] = None) -> None:
+        listed = list(opponent) if isinstance(opponent, (list, tuple)) else [opponent]
+        if not listed:
+            raise ConfigError("data.vectorization.opponent: an empty list; name an opponent (random, win_or_block) "
+                              "or several, each game's drawn uniformly from them.")
+        self.fixed = [o if callable(o) else fixed_opponent(o) for o in listed]
         self.pool = snapshot_pool(self_play)
         self.env, self.env_kwargs = env, env_kwargs
         self.tables = [load_turn_based_env(env, env_kwargs) for _ in range(num_envs)]  # a game copy each
@@ -65,7 +72,7 @@ class TurnBasedVsOpponent(gym.vector.VectorEnv):
         self.num_envs = num_envs
         self.observation_space = batch_space(self.single_observation_space, num_envs)
         self.action_space = batch_space(self.single_action_space, num_envs)
-        self.opponents: list[Opponent] = [self.fixed] * num_envs  # each copy's opponent in its current game
+        self.opponents: list[Opponent] = [self.fixed[0]] * num_envs  # each copy's opponent in its current game
         self.games = np.zeros(num_envs, np.int64)  # games played per copy: the learner's seat alternates with it
 
     def _learner(self, i: int) -> str:
@@ -98,7 +105,9 @@ class TurnBasedVsOpponent(gym.vector.VectorEnv):
     def _start(self, i: int, seed: Optional[int] = None) -> None:
         self.tables[i].reset(seed=seed)
         self.moves[i], self.reset_seeds[i] = [], seed
-        self.opponents[i] = self.pool.draw(self.rngs[i], self.fixed) if self.pool else self.fixed
+        # one fixed opponent: no draw, so that a game's randomness is what it was before lists existed
+        fixed = self.fixed[0] if len(self.fixed) == 1 else self.fixed[int(self.rngs[i].integers(len(self.fixed)))]
+        self.opponents[i] = self.pool.draw(self.rngs[i], fixed) if self.pool else fixed
         self._play_opponent(i)  # the opponent opens where the learner has the second seat
 
     def reset(self, *, seed: Optional[Any] = None, options: Optional[dict] = None):
@@ -171,8 +180,9 @@ def load_turn_based_env(env: str, env_kwargs: Optional[dict[str, Any]] = None):
 
 
 def against_opponent(num_envs: int, env: str, env_kwargs: Optional[dict[str, Any]] = None,
-                     opponent: str = "random", self_play: Optional[dict[str, Any]] = None) -> TurnBasedVsOpponent:
+                     opponent: Union[str, list[str]] = "random",
+                     self_play: Optional[dict[str, Any]] = None) -> TurnBasedVsOpponent:
     """``data.vectorization``'s factory for two-player turn-based games against an opponent inside the environment
-    (:class:`TurnBasedVsOpponent`: ``opponent`` random or win_or_block, ``self_play`` a pool of the learner's
-    snapshots); use with ``data.action_masks: info``."""
+    (:class:`TurnBasedVsOpponent`: ``opponent`` random or win_or_block, or a list of them, one drawn per game;
+    ``self_play`` a pool of the learner's snapshots); use with ``data.action_masks: info``."""
     return TurnBasedVsOpponent(num_envs, env, env_kwargs, opponent, self_play)
