@@ -74,10 +74,17 @@ def max_of_seed_mean(runs: list[dict]) -> Optional[tuple[float, int]]:
     return max((statistics.fmean(c[s] for c in curves), s) for s in common)
 
 
+def decimals(value: float) -> int:
+    """One decimal; three below 10 (a per-agent return such as VMAS's ~1.04, which one would show as 1.0 ± 0.0)."""
+    return 1 if abs(value) >= 10 else 3
+
+
 def mean_std(values: list[float]) -> str:
+    """``mean ± std`` over seeds (:func:`decimals` of the mean)."""
+    digits = decimals(statistics.fmean(values))
     if len(values) == 1:
-        return f"{values[0]:.1f} (1 seed)"
-    return f"{statistics.fmean(values):.1f} ± {statistics.pstdev(values):.1f}"
+        return f"{values[0]:.{digits}f} (1 seed)"
+    return f"{statistics.fmean(values):.{digits}f} ± {statistics.pstdev(values):.{digits}f}"
 
 
 def steps(budget: str) -> int:
@@ -160,7 +167,7 @@ def table(config: str, runs_by_budget: dict[int, list[dict]], figure_link: Optio
                                        if runs[0]["budget_overridden"] else "")
         walls = [r["fit_wall_s"] / 60 for r in runs]
         peak = max_of_seed_mean(runs)
-        peak_text = "—" if peak is None else f"{peak[0]:.1f} (at {peak[1]:,})"
+        peak_text = "—" if peak is None else f"{peak[0]:.{decimals(peak[0])}f} (at {peak[1]:,})"
         lines.append(f"| {budget_text} | {', '.join(str(r['seed']) for r in runs)} | {mean_std(finals)} | "
                      f"{mean_std(bests) if bests else '—'} | {peak_text} | {ref_text} | "
                      f"{verdict(statistics.fmean(finals), ref, budget)} | "

@@ -174,6 +174,8 @@ def test_learning_report_judges_only_runs_at_the_published_budget_and_counts_the
     import learning_report
 
     assert [learning_report.steps(b) for b in ("100k", "1M", "5M", "2,048")] == [100_000, 1_000_000, 5_000_000, 2048]
+    assert learning_report.mean_std([1.043, 1.043, 1.047]) == "1.044 ± 0.002"  # not 1.0 ± 0.0
+    assert learning_report.mean_std([-16.81, -19.5]) == "-18.2 ± 1.3"
     acrobot = learning_report.published("acrobot.yaml")  # -73.506 +- 18.201 at 1M steps
     assert learning_report.verdict(-73.5, acrobot, 1_000_000) == "≥ published mean"
     assert learning_report.verdict(-91.0, acrobot, 1_000_000) == "≥ mean − 1 std"
