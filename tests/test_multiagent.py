@@ -207,13 +207,17 @@ def test_a_centralized_critic_with_a_recurrent_core_is_refused_by_name():
         PPOModule(env_spec=dm.env_spec, recurrent={"hidden_size": 8})
 
 
-def test_agents_overlapped_stop_and_resume_bit_identically(cli_in_process, tmp_path):
+@pytest.mark.parametrize("env_kwargs,groups", [
+    ("{leave_early: true}", ""),
+    ("{leave_early: true, odd_space: true, odd_actions: true}", ", groups: {a: [agent_0], b: [agent_1]}"),
+], ids=["shared_network", "network_per_group"])
+def test_agents_overlapped_stop_and_resume_bit_identically(cli_in_process, tmp_path, env_kwargs, groups):
     """Everything else still works with agents: the overlapped collector, checkpoints, a resumed run equal to one run
-    (in this process: the collector is still a process of its own)."""
+    (in this process: the collector is still a process of its own), with one shared network or one per group."""
     import torch
 
     vectorization = ('{class_path: lit_ppo.envs.multiagent.parallel_rows, init_args: {env: "' + SIGNAL + '", '
-                     'env_kwargs: {leave_early: true}, agent_id: true, global_state: true}}')
+                     f'env_kwargs: {env_kwargs}, agent_id: true, global_state: true{groups}}}}}')
     base = ["fit", "--config", "cartpole.yaml", "--data.env_id", "signal", "--data.vectorization", vectorization,
             "--data.num_envs", "4", "--data.num_steps", "16", "--data.minibatch_size", "32", "--data.eval_episodes",
             "2", "--data.total_timesteps", str(6 * 64), "--data.overlap", "true", "--trainer.logger", "false",
@@ -227,6 +231,7 @@ def test_agents_overlapped_stop_and_resume_bit_identically(cli_in_process, tmp_p
     full = torch.load(tmp_path / "full/last.ckpt", weights_only=False)
     part = torch.load(tmp_path / "part/last.ckpt", weights_only=False)
     assert full["global_step"] == part["global_step"] > 0
+    assert any(".layers.1." in key for key in full["state_dict"]) == bool(groups)
     for key, value in full["state_dict"].items():
         assert torch.equal(value, part["state_dict"][key]), key
 
