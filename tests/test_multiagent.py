@@ -289,3 +289,10 @@ def test_the_connect_four_config_trains_from_the_command_line_with_masks(cli, tm
                                      for s in ("player_0", "player_1")]
     for _, _, *rates in rows:  # wins, draws, losses of 3 games: they add up to all of them
         assert abs(sum(float(r.rstrip("%")) for r in rates) - 100.0) < 0.2
+    # two deterministic policies play one game per seat; sampled moves make the games against a snapshot differ
+    snapshot_rows = [r[2:] for r in rows if r[0] == last[-24:]]
+    assert all("100.0%" in rates for rates in snapshot_rows)
+    monkeypatch.setattr("sys.argv", ["versus.py", last, "--games", "10", "--opponent", last, "--moves", "sampled"])
+    versus.main()
+    sampled = [line.split()[2:] for line in capsys.readouterr().out.splitlines() if "player_" in line]
+    assert len(sampled) == 2 and not all("100.0%" in rates for rates in sampled)
