@@ -11,6 +11,7 @@ pytest.importorskip("pettingzoo")
 from lit_ppo.envs.multiagent import parallel_rows  # noqa: E402
 from lit_ppo.errors import ConfigError  # noqa: E402
 from lit_ppo.networks.distributions import MASKED_LOGIT  # noqa: E402
+from tests.multiagent_envs import learned_signal_return  # noqa: E402
 
 SIGNAL = "tests.multiagent_envs:signal"
 APART = {"first": ["agent_0"], "second": ["agent_1"]}
@@ -111,23 +112,8 @@ def test_groups_with_a_recurrent_core_are_refused_by_name():
 def test_two_groups_learn_opposite_answers_and_choices_only_one_has(tmp_path):
     # agent_1 earns 1 for the other bit and has a third choice that earns nothing (and that agent_0 lacks: the env
     # raises if it is taken); random play earns 4 and 2.7 of 8
-    import lightning as L
-
-    from lit_ppo import PPODataModule, PPOModule
-
-    L.seed_everything(0)
-    vectorization = {"class_path": "lit_ppo.envs.multiagent.parallel_rows",
-                     "init_args": {"env": SIGNAL, "env_kwargs": {"odd_actions": True, "contrary": True},
-                                   "groups": APART}}
-    dm = PPODataModule("signal", vectorization=vectorization, num_envs=8, num_steps=16, total_timesteps=4096,
-                       minibatch_size=64, update_epochs=4, eval_episodes=4, normalize_reward=False, seed=0)
-    model = PPOModule(env_spec=dm.env_spec, lr=3e-3)
-    trainer = L.Trainer(max_epochs=-1, logger=False, enable_checkpointing=False, enable_progress_bar=False,
-                        enable_model_summary=False, limit_val_batches=0, default_root_dir=tmp_path)
-    trainer.fit(model, dm)
-    [result] = L.Trainer(logger=False, enable_progress_bar=False, enable_model_summary=False,
-                         default_root_dir=tmp_path).validate(model, dm, verbose=False)
-    assert result["eval/return_mean"] >= 7.5  # of 8 per agent
+    init_args = {"env_kwargs": {"odd_actions": True, "contrary": True}, "groups": APART}
+    assert learned_signal_return(tmp_path, init_args) >= 7.5  # of 8 per agent
 
 
 def test_the_speaker_listener_config_trains_exports_and_predicts_from_its_checkpoint(cli, tmp_path):

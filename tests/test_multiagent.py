@@ -10,7 +10,7 @@ pytest.importorskip("pettingzoo")
 
 from lit_ppo.envs.multiagent import parallel_rows  # noqa: E402
 from lit_ppo.errors import ConfigError  # noqa: E402
-from tests.multiagent_envs import Signal  # noqa: E402
+from tests.multiagent_envs import Signal, learned_signal_return  # noqa: E402
 
 SIGNAL = "tests.multiagent_envs:signal"
 
@@ -111,23 +111,8 @@ def test_a_turn_based_env_is_refused_with_the_fix():
 
 
 def test_two_agents_sharing_one_network_learn_the_signal_game_while_one_leaves_early(tmp_path):
-    import lightning as L
-
-    from lit_ppo import PPODataModule, PPOModule
-
-    L.seed_everything(0)
-    vectorization = {"class_path": "lit_ppo.envs.multiagent.parallel_rows",
-                     "init_args": {"env": SIGNAL, "env_kwargs": {"leave_early": True}}}
-    dm = PPODataModule("signal", vectorization=vectorization, num_envs=8, num_steps=16, total_timesteps=4096,
-                       minibatch_size=64, update_epochs=4, eval_episodes=4, normalize_reward=False, seed=0)
-    model = PPOModule(env_spec=dm.env_spec, lr=3e-3)
-    trainer = L.Trainer(max_epochs=-1, logger=False, enable_checkpointing=False, enable_progress_bar=False,
-                        enable_model_summary=False, limit_val_batches=0, default_root_dir=tmp_path)
-    trainer.fit(model, dm)
-    [result] = L.Trainer(logger=False, enable_progress_bar=False, enable_model_summary=False,
-                         default_root_dir=tmp_path).validate(model, dm, verbose=False)
     # agent_0 plays 8 steps, agent_1 leaves after 3: at most (8 + 3) / 2 = 5.5 per agent (random play: 2.75)
-    assert result["eval/return_mean"] >= 5.2
+    assert learned_signal_return(tmp_path, {"env_kwargs": {"leave_early": True}}) >= 5.2
 
 
 def test_the_mappo_config_trains_from_the_command_line(cli, tmp_path):
