@@ -1,7 +1,7 @@
 """Agent groups: which agents share one network, and how agents of different spaces become rows of one vector env.
 
 ``data.vectorization.groups`` (:func:`lit_ppo.envs.multiagent.parallel_rows`) gives each group of agents its own
-actor and critic (:class:`lit_ppo.networks.grouped.GroupedMLP`), as BenchMARL's and TorchRL's agent groups do:
+actor and critic (:class:`lit_ppo.networks.grouped.GroupedLayers`), as BenchMARL's and TorchRL's agent groups do:
 
 - ``prefix``: agents grouped by their name up to the last ``_`` (``speaker_0`` -> ``speaker``; PettingZoo's and
   TorchRL's convention), so that ``adversary_0, adversary_1, agent_0`` are two groups;
@@ -31,7 +31,6 @@ class AgentGroups:
 
     names: tuple[str, ...]  # the groups, in the order of their one-hot
     of_agent: tuple[int, ...]  # each agent's group, in the env's agent order
-    obs_sizes: tuple[int, ...]  # each group's flat observation size
     actions: Optional[tuple[int, ...]]  # each group's Discrete choices when they differ (None: one action space)
     observation_space: gym.spaces.Box  # one agent's own part of a row: its observation padded to the largest
     action_space: gym.spaces.Space
@@ -109,4 +108,4 @@ def agent_groups(config: GroupsConfig, agents: Sequence[str],
                               "groups may differ only in a Discrete space's number of choices.")
         choices = tuple(int(space.n) for space in actions)
         action_space = gym.spaces.Discrete(max(choices))
-    return AgentGroups(names, of_agent, sizes, choices, gym.spaces.Box(low, high, dtype=np.float32), action_space)
+    return AgentGroups(names, of_agent, choices, gym.spaces.Box(low, high, dtype=np.float32), action_space)
