@@ -73,6 +73,57 @@ def test_bad_settings_are_refused_by_name(kwargs, num_envs, message):
         vmas_rows(num_envs, **kwargs)
 
 
+def test_groups_lead_each_row_with_its_group_and_pad_its_observation_and_the_state_holds_every_agent_s_own():
+    envs = vmas_rows(6, "simple_adversary", max_steps=4, agent_id=True, global_state=True, groups="prefix")
+    obs, _ = envs.reset(seed=0)
+    import vmas
+
+    alone = vmas.make_env("simple_adversary", num_envs=2, device="cpu", max_steps=4, terminated_truncated=True)
+    alone.seed(0)
+    raw = [o.numpy() for o in alone.reset()]  # simple_adversary: adversary_0 observes 8 values, agent_0/1 10
+    assert envs.group_spec == {"names": ["adversary", "agent"], "of_agent": [0, 1, 1], "actions": None}
+    assert envs.local_size == 2 + 10 + 3 and obs.shape == (6, 15 + 8 + 10 + 10)
+    for copy in range(2):
+        rows = obs[copy * 3:copy * 3 + 3]
+        np.testing.assert_array_equal(rows[:, :2], [[1, 0], [0, 1], [0, 1]])
+        np.testing.assert_array_equal(rows[0, 2:12], np.concatenate([raw[0][copy], np.zeros(2)]))  # padded
+        for i in (1, 2):
+            np.testing.assert_array_equal(rows[i, 2:12], raw[i][copy])
+        np.testing.assert_array_equal(rows[:, 12:15], np.eye(3))
+        state = np.concatenate([raw[i][copy] for i in range(3)])  # unpadded, in agent order, on every row
+        np.testing.assert_array_equal(rows[:, 15:], np.tile(state, (3, 1)))
+
+
+def test_agents_of_different_spaces_need_groups_and_groups_take_discrete_choices_of_different_numbers():
+    with pytest.raises(ConfigError, match="do not share one observation and action space.*data.vectorization.groups"):
+        vmas_rows(4, "simple_speaker_listener", max_steps=5)
+    with pytest.raises(ConfigError, match="groups act in different spaces.*continuous_actions: false"):
+        vmas_rows(4, "simple_speaker_listener", max_steps=5, groups="prefix")
+    with pytest.raises(ConfigError, match="data.vectorization.groups: 'simple_adversary' has no agent 'agent_2'"):
+        vmas_rows(6, "simple_adversary", max_steps=5, groups={"a": ["adversary_0", "agent_0"], "b": ["agent_2"]})
+    envs = vmas_rows(4, "simple_speaker_listener", max_steps=5, groups="prefix", continuous_actions=False)
+    assert envs.group_spec == {"names": ["speaker", "listener"], "of_agent": [0, 1], "actions": [27, 9]}
+    assert envs.single_action_space.n == 27
+
+
+def test_groups_train_from_the_command_line_and_each_group_keeps_its_choices(cli_in_process, tmp_path):
+    result = cli_in_process(
+        "fit", "--config", "vmas_navigation.yaml", "--data.vectorization.init_args.scenario", "simple_speaker_listener",
+        "--data.vectorization.init_args.env_kwargs", "{}", "--data.vectorization.init_args.continuous_actions", "false",
+        "--data.vectorization.init_args.groups", "prefix", "--data.num_envs", "4", "--data.num_steps", "50",
+        "--data.minibatch_size", "100", "--data.total_timesteps", "400", "--data.eval_episodes", "4",
+        "--trainer.check_val_every_n_epoch", "1", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    from lit_ppo import load_policy
+
+    policy = load_policy(tmp_path / "runs/vmas_navigation/checkpoints/last.ckpt")
+    envs = vmas_rows(40, "simple_speaker_listener", max_steps=5, groups="prefix", continuous_actions=False,
+                     global_state=True)  # as vmas_navigation.yaml
+    obs, _ = envs.reset(seed=3)
+    actions, _ = policy.predict(obs)  # sampled
+    assert actions[1::2].max() < 9 <= actions[0::2].max()  # the listener never picks a choice it lacks
+
+
 def test_the_navigation_config_trains_from_the_command_line(cli_in_process, tmp_path):
     result = cli_in_process("fit", "--config", "vmas_navigation.yaml", "--data.num_envs", "6",
                             "--data.num_steps", "100", "--data.minibatch_size", "300", "--data.total_timesteps", "1200",

@@ -36,6 +36,12 @@ class AgentGroups:
     action_space: gym.spaces.Space
 
     @property
+    def spec(self) -> dict[str, Any]:
+        """The groups as plain data for the env spec, which the network reads (``env_spec["groups"]``)."""
+        return {"names": list(self.names), "of_agent": list(self.of_agent),
+                "actions": None if self.actions is None else list(self.actions)}
+
+    @property
     def one_hots(self) -> np.ndarray:
         """``[agents, groups]``: each agent's group as the one-hot that leads its row."""
         return np.eye(len(self.names), dtype=np.float32)[list(self.of_agent)]
@@ -105,7 +111,9 @@ def agent_groups(config: GroupsConfig, agents: Sequence[str],
         if not all(isinstance(space, gym.spaces.Discrete) and space.start == 0 for space in actions):
             described = ", ".join(f"{name}: {space}" for name, space in zip(names, actions))
             raise ConfigError(f"data.vectorization.groups: the groups act in different spaces ({described}); "
-                              "groups may differ only in a Discrete space's number of choices.")
+                              "groups may differ only in a Discrete space's number of choices (Box actions of "
+                              "different sizes are not supported; a VMAS scenario acts in Discrete spaces with "
+                              "continuous_actions: false).")
         choices = tuple(int(space.n) for space in actions)
         action_space = gym.spaces.Discrete(max(choices))
     return AgentGroups(names, of_agent, choices, gym.spaces.Box(low, high, dtype=np.float32), action_space)

@@ -120,10 +120,7 @@ class ParallelEnvRows(gym.vector.VectorEnv):
     @property
     def group_spec(self) -> Optional[dict[str, Any]]:
         """The groups as plain data for the env spec (the network reads it), or None: one network for all."""
-        if self.groups is None:
-            return None
-        return {"names": list(self.groups.names), "of_agent": list(self.groups.of_agent),
-                "actions": None if self.groups.actions is None else list(self.groups.actions)}
+        return None if self.groups is None else self.groups.spec
 
     def _state_space(self, env, observations: list[gym.spaces.Space]) -> gym.spaces.Space:
         """The global state the critic reads: the env's ``state()`` where it has one, else every agent's

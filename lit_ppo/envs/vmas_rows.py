@@ -5,6 +5,8 @@ tensors; this adapter lays them out as :class:`lit_ppo.envs.multiagent.ParallelE
 ``copy * agents + i`` being agent ``i`` of that copy, so the collector, GAE, the loss, the overlap and DDP take them
 unchanged and every step count counts agent steps. ``agent_id`` and ``global_state`` (the concatenated observations
 of the copy's agents: VMAS has no ``state()``) are appended as there; only the critic reads the global state.
+``groups`` gives each group of agents its own network, as there (:mod:`lit_ppo.envs.agent_groups`): agents of
+different observation sizes (``simple_adversary``, ``simple_tag``) or numbers of Discrete choices.
 
 VMAS ends all agents of a copy together (its ``done`` is per copy), so no row is ever inactive; the copy's episode,
 its agents' returns summed, is in ``info["team_episode"]`` on its first row. A copy resets in the
@@ -27,6 +29,7 @@ import torch
 from gymnasium.vector import AutoresetMode
 from gymnasium.vector.utils import batch_space
 
+from lit_ppo.envs.agent_groups import AgentGroups, GroupsConfig, agent_groups
 from lit_ppo.errors import ConfigError
 
 
@@ -72,37 +75,50 @@ class VmasRows(gym.vector.VectorEnv):
 
     def __init__(self, copies: int, scenario: str, env_kwargs: Optional[dict[str, Any]] = None,
                  continuous_actions: bool = True, max_steps: Optional[int] = None, agent_id: bool = False,
-                 global_state: bool = False):
+                 global_state: bool = False, groups: Optional[GroupsConfig] = None):
         if max_steps is None:
             raise ConfigError("data.vectorization.max_steps: a VMAS scenario may never end by itself; give its "
                               "episodes a length (e.g. max_steps: 100, BenchMARL's default for VMAS tasks).")
         self.vmas = _make_vmas(scenario, copies, continuous_actions, max_steps, env_kwargs)
         self.copies, self.agent_id, self.global_state = copies, agent_id, global_state
         self.agents = [agent.name for agent in self.vmas.agents]
-        spaces = [(_gymnasium_space(self.vmas.observation_space[i]), _gymnasium_space(self.vmas.action_space[i]))
-                  for i in range(len(self.agents))]
-        odd = [a for a, s in zip(self.agents, spaces) if s != spaces[0]]
-        if odd:
-            self.close()
-            raise ConfigError(f"data.vectorization: the agents of VMAS scenario {scenario!r} do not share one "
-                              f"observation and action space ({self.agents[0]}: {spaces[0]}; {odd[0]}: "
-                              f"{dict(zip(self.agents, spaces))[odd[0]]}), which one shared network needs; one "
-                              "network per agent group is not available yet.")
-        obs_space, action_space = spaces[0]
+        spaces = {agent: (_gymnasium_space(self.vmas.observation_space[i]), _gymnasium_space(self.vmas.action_space[i]))
+                  for i, agent in enumerate(self.agents)}
+        self.groups: Optional[AgentGroups] = None
+        if groups is not None:
+            try:
+                self.groups = agent_groups(groups, self.agents, spaces, scenario)
+            except ConfigError:
+                self.close()
+                raise
+            obs_space, action_space = self.groups.observation_space, self.groups.action_space
+        else:
+            odd = [a for a in self.agents if spaces[a] != spaces[self.agents[0]]]
+            if odd:
+                self.close()
+                raise ConfigError(f"data.vectorization: the agents of VMAS scenario {scenario!r} do not share one "
+                                  f"observation and action space ({self.agents[0]}: {spaces[self.agents[0]]}; "
+                                  f"{odd[0]}: {spaces[odd[0]]}), which one shared network needs; give each group of "
+                                  "agents its own network with data.vectorization.groups: prefix (or {group: [agent, "
+                                  "...]}).")
+            obs_space, action_space = spaces[self.agents[0]]
         if not (isinstance(obs_space, gym.spaces.Box) and len(obs_space.shape) == 1
                 and isinstance(action_space, (gym.spaces.Box, gym.spaces.Discrete))):
             self.close()
             raise ConfigError(f"data.vectorization: VMAS scenario {scenario!r} observes {obs_space} and acts in "
                               f"{action_space}; this adapter takes flat Box observations and Box or Discrete "
                               "actions (VMAS's defaults: no dict spaces, no multi-discrete actions).")
-        n, size = len(self.agents), obs_space.shape[0]
+        n = len(self.agents)
         parts = [(obs_space.low, obs_space.high)]
+        if self.groups is not None:  # the network's group leads the row
+            parts.insert(0, (np.zeros(len(self.groups.names)), np.ones(len(self.groups.names))))
         if agent_id:
             parts.append((np.zeros(n), np.ones(n)))
         self.local_size = None  # global_state: how many leading inputs are the agent's own (the actor's)
         if global_state:
-            self.local_size = size + (n if agent_id else 0)
-            parts.append((np.tile(obs_space.low, n), np.tile(obs_space.high, n)))
+            self.local_size = sum(len(low) for low, _ in parts)
+            parts.append((np.concatenate([spaces[a][0].low for a in self.agents]),
+                          np.concatenate([spaces[a][0].high for a in self.agents])))
         self.single_observation_space = gym.spaces.Box(np.concatenate([p[0] for p in parts]).astype(np.float32),
                                                        np.concatenate([p[1] for p in parts]).astype(np.float32),
                                                        dtype=np.float32)
@@ -112,15 +128,25 @@ class VmasRows(gym.vector.VectorEnv):
         self.action_space = batch_space(action_space, self.num_envs)
         self.returns, self.lengths = np.zeros(self.num_envs), np.zeros(self.num_envs, np.int64)
 
+    @property
+    def group_spec(self) -> Optional[dict[str, Any]]:
+        """The groups as plain data for the env spec (the network reads it), or None: one network for all."""
+        return None if self.groups is None else self.groups.spec
+
     def _rows(self, observations: list[torch.Tensor]) -> np.ndarray:
         """VMAS's per-agent ``[copies, size]`` observations as ``[copies * agents, inputs]`` rows."""
-        obs = torch.stack(observations, dim=1).float()  # [copies, agents, size]
-        copies, n, _ = obs.shape
-        parts = [obs]
+        observations = [o.float() for o in observations]
+        copies, n = observations[0].shape[0], len(observations)
+        if self.groups is None:
+            parts = [torch.stack(observations, dim=1)]  # [copies, agents, size]
+        else:  # [group one-hot | own observation zero-padded to the largest]
+            width = self.groups.observation_space.shape[0]
+            own = torch.stack([torch.nn.functional.pad(o, (0, width - o.shape[1])) for o in observations], dim=1)
+            parts = [torch.as_tensor(self.groups.one_hots).expand(copies, n, -1), own]
         if self.agent_id:
             parts.append(torch.eye(n).expand(copies, n, n))
         if self.global_state:
-            parts.append(obs.reshape(copies, 1, -1).expand(copies, n, -1))
+            parts.append(torch.cat(observations, dim=1).unsqueeze(1).expand(copies, n, -1))
         return torch.cat(parts, dim=-1).reshape(copies * n, -1).numpy()
 
     def reset(self, *, seed: Optional[Any] = None, options: Optional[dict] = None):
@@ -162,10 +188,11 @@ class VmasRows(gym.vector.VectorEnv):
 
 def vmas_rows(num_envs: int, scenario: str, env_kwargs: Optional[dict[str, Any]] = None,
               continuous_actions: bool = True, max_steps: Optional[int] = None, agent_id: bool = False,
-              global_state: bool = False) -> VmasRows:
+              global_state: bool = False, groups: Optional[GroupsConfig] = None) -> VmasRows:
     """``data.vectorization``'s factory: ``num_envs`` rows (copies x agents) of VMAS scenario ``scenario`` (e.g.
     ``balance``, ``navigation``) made with ``env_kwargs`` (the scenario's own keywords, e.g. ``n_agents``),
-    ``continuous_actions`` and episodes of ``max_steps``; ``agent_id`` and ``global_state`` as in
+    ``continuous_actions`` and episodes of ``max_steps``; ``agent_id``, ``global_state`` and ``groups`` (one network
+    per group of agents, e.g. ``prefix`` for ``simple_adversary``'s adversary and agents) as in
     :func:`lit_ppo.envs.multiagent.parallel_rows`. ``num_envs`` must be a multiple of the number of agents."""
     probe = _make_vmas(scenario, 1, continuous_actions, max_steps, env_kwargs)
     agents = probe.n_agents
@@ -173,4 +200,5 @@ def vmas_rows(num_envs: int, scenario: str, env_kwargs: Optional[dict[str, Any]]
         raise ConfigError(f"data.num_envs: VMAS scenario {scenario!r} has {agents} agents, each a row of the vector "
                           f"env, so num_envs must be a multiple of {agents} (copies x agents); got {num_envs}. The "
                           "same holds for data.eval_episodes, whose environments are rows too.")
-    return VmasRows(num_envs // agents, scenario, env_kwargs, continuous_actions, max_steps, agent_id, global_state)
+    return VmasRows(num_envs // agents, scenario, env_kwargs, continuous_actions, max_steps, agent_id, global_state,
+                    groups)
