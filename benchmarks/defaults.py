@@ -16,7 +16,9 @@ fix), ``lit_overlap`` (the defaults with ``data.overlap``: learning must not cha
 ``lit_overlap_decoupled`` (the same with ``model.decoupled``: clipped around the learner's policy), ``lit_ent01``
 (the defaults with an entropy bonus of 0.01, RL-Zoo's tuned LunarLanderContinuous value and CleanRL's `ppo.py`
 default: the continuous-action default since 2026-12-03), ``lit_ent0`` (no entropy bonus: the defaults before
-2026-12-03; ``lit_defaults`` rows of continuous tasks measured before then are these), ``sb3`` (SB3's
+2026-12-03; ``lit_defaults`` rows of continuous tasks measured before then are these), ``lit_ent0_no_obs_norm`` /
+``lit_ent0_no_reward_norm`` / ``lit_ent0_1env`` (``lit_ent0`` with one more difference from SB3's undone: where
+Ant-v5 loses to SB3's defaults), ``sb3`` (SB3's
 ``PPO("MlpPolicy")`` with its defaults on one env, as SB3's docs run it). Needs the
 bench extra (and box2d for LunarLander). The study behind today's defaults: ``docs/results.md``, "Package defaults".
 """
@@ -55,6 +57,10 @@ ARMS = {
     "lit_overlap_decoupled": ["--data.overlap", "true", "--model.decoupled", "true"],  # decoupled PPO
     "lit_ent01": ["--model.ent_coef", "0.01"],  # an entropy bonus against the Gaussian's std collapsing early
     "lit_ent0": ["--model.ent_coef", "0.0"],  # no entropy bonus: the defaults before 2026-12-03
+    # Ant-v5 (issue 43): which of the remaining differences from SB3's defaults costs the most without the bonus
+    "lit_ent0_no_obs_norm": ["--model.ent_coef", "0.0", "--data.normalize_obs", "false"],
+    "lit_ent0_no_reward_norm": ["--model.ent_coef", "0.0", "--data.normalize_reward", "false"],
+    "lit_ent0_1env": ["--model.ent_coef", "0.0", "--data.num_envs", "1", "--data.num_steps", "2048"],
     "sb3": None,
 }
 EVAL_EPISODES = 20
