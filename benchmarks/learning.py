@@ -10,8 +10,8 @@ runs share one):
 
 1. ``python -m lit_ppo fit --config C --seed_everything S [--data.total_timesteps T]``; a run interrupted before
    (``last.ckpt`` there, no ``fit.json``) continues with ``--ckpt_path last``;
-2. ``python -m lit_ppo validate --ckpt_path <last.ckpt, then best.ckpt> --data.eval_episodes 20`` (both in one
-   process): the final policy and the best in-fit evaluation's, on 20 deterministic episodes (seeded apart from
+2. ``python -m lit_ppo validate --ckpt_path <last.ckpt, then best.ckpt> [FIT_ARGS] --data.eval_episodes 20`` (both
+   in one process): the final policy and the best in-fit evaluation's, on 20 deterministic episodes (seeded apart from
    training's);
 3. ``result.json`` (config, seed, budget, both evaluations, wall time, CPU model) and ``curves/metrics.csv`` (the
    training and evaluation returns against env steps, every logger version of a resumed run merged).
@@ -126,15 +126,16 @@ def checkpoint(directory: Path, name: str) -> Optional[Path]:
 
 
 def evaluate(config: Path, checkpoints: dict[str, Path], directory: Path, episodes: int,
-             on_signal: dict) -> dict[str, dict]:
+             on_signal: dict, fit_args: Optional[list[str]] = None) -> dict[str, dict]:
     """``validate`` of each checkpoint (label -> path) on ``episodes`` deterministic episodes, in one process, each
-    read back from its own CSV log."""
+    read back from its own CSV log; with the fit's extra arguments, so that an env they changed (``--data.env_id
+    Humanoid-v4``) is the one evaluated (lit_ppo refuses a checkpoint of another env)."""
     commands = []
     for label, ckpt in checkpoints.items():
         logs = directory / "eval" / label
         for old in logs.rglob("metrics.csv"):
             old.unlink()  # a retried evaluation must not read the one before it
-        commands.append(["validate", "--config", str(config), "--ckpt_path", str(ckpt),
+        commands.append(["validate", "--config", str(config), "--ckpt_path", str(ckpt), *(fit_args or []),
                          "--data.eval_episodes", str(episodes),
                          "--trainer.logger", "lightning.pytorch.loggers.CSVLogger", "--trainer.logger.save_dir",
                          str(logs), "--trainer.logger.name", "", "--trainer.logger.version", "0", *QUIET])
@@ -229,7 +230,8 @@ def run_one(config: Path, seed: int, timesteps: Optional[int], episodes: int, fi
     if last is None:
         raise RuntimeError(f"{config.name}: the fit in {directory} finished without a last.ckpt (a config whose "
                            "checkpoint callback has no relative dirpath?)")
-    evaluations = evaluate(config, {"final": last, **({"best": best} if best else {})}, directory, episodes, on_signal)
+    evaluations = evaluate(config, {"final": last, **({"best": best} if best else {})}, directory, episodes, on_signal,
+                           fit_args)
     final, best_eval = evaluations["final"], evaluations.get("best")
     write_curves(directory)
     result = {
