@@ -91,6 +91,7 @@ class VmasRows(gym.vector.VectorEnv):
             except ConfigError:
                 self.close()
                 raise
+            self.group_hots = torch.as_tensor(self.groups.one_hots)  # [agents, groups], leading each agent's row
             obs_space, action_space = self.groups.observation_space, self.groups.action_space
         else:
             odd = [a for a in self.agents if spaces[a] != spaces[self.agents[0]]]
@@ -142,7 +143,7 @@ class VmasRows(gym.vector.VectorEnv):
         else:  # [group one-hot | own observation zero-padded to the largest]
             width = self.groups.observation_space.shape[0]
             own = torch.stack([torch.nn.functional.pad(o, (0, width - o.shape[1])) for o in observations], dim=1)
-            parts = [torch.as_tensor(self.groups.one_hots).expand(copies, n, -1), own]
+            parts = [self.group_hots.expand(copies, n, -1), own]
         if self.agent_id:
             parts.append(torch.eye(n).expand(copies, n, n))
         if self.global_state:
