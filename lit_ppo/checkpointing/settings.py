@@ -25,7 +25,7 @@ ARCHITECTURE_KEYS = {"hidden_sizes": "hidden sizes", "encoder": "encoder", "acti
                      "network": "network", "recurrent": "recurrent core"}
 
 # Data settings that the policy's meaning depends on, with how a checkpoint's env_spec holds them.
-POLICY_DATA_KEYS = ("env_id", "normalize_obs", "normalize_reward", "action_masks")
+POLICY_DATA_KEYS = ("env_id", "normalize_obs", "normalize_reward", "return_scaling", "action_masks")
 
 
 def plain(value: Any, key: str = "") -> Any:

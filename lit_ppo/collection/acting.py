@@ -59,6 +59,9 @@ class LearnerDevicePolicy:
         device = _device(self.policy)
         return [None if t is None else t.to(device, non_blocking=True) for t in tensors]
 
+    def value_scale(self) -> Tensor:
+        return self.policy.value_scale()
+
     def scale_rewards(self, *tensors: Optional[Tensor]) -> Tensor:
         moved = [t.to(_device(self.policy)) if t is not None else None for t in tensors]
         return self.policy.scale_rewards(*moved).cpu()
@@ -90,7 +93,7 @@ class PolicyPlacement:
             )
 
     def for_rollout(self, sample_obs: Tensor):
-        """What acts for the next rollout (an object with ``act``, ``value`` and ``scale_rewards``)."""
+        """What acts for the next rollout (an object with ``act``, ``value``, ``scale_rewards`` and ``value_scale``)."""
         self.check_placement()
         if self.decided is None:
             self.decided = self._decide(sample_obs)

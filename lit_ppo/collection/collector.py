@@ -49,6 +49,7 @@ class RolloutCollector:
         env_id: str = "?",
         rank: int = 0,
         normalize_reward: bool = False,
+        return_scaling: bool = False,
         action_masks: Optional[ActionMaskReader] = None,
         state_size: int = 0,
         keep_trace: bool = False,
@@ -56,7 +57,7 @@ class RolloutCollector:
         self.envs, self.num_steps, self.gamma, self.gae_lambda = envs, num_steps, gamma, gae_lambda
         self.keep_trace = keep_trace  # the rollout carries what recomputing its advantages needs
         self.generator, self.env_id, self.rank, self.seed = generator, env_id, rank, seed
-        self.normalize_reward = normalize_reward
+        self.normalize_reward, self.return_scaling = normalize_reward, return_scaling
         self.masks = action_masks  # None: no invalid-action masks
         self.obs_space, self.action_space = envs.single_observation_space, envs.single_action_space
         self.num_envs = envs.num_envs
@@ -153,20 +154,28 @@ class RolloutCollector:
         next_values = torch.cat([buf["values"][1:], last_value.unsqueeze(0)])
         if not self.next_step:  # next-step: the next step's input already is the final observation
             next_values = torch.where(self.truncated_only, self.final_values, next_values)
+        # data.return_scaling: the critic's values are in units of the returns' std; GAE runs on raw rewards in raw
+        # units, and the critic's targets go back to its units (Tianshou's return_scaling).
+        scale = policy.value_scale() if self.return_scaling else torch.ones(())
         weights, real = self._sample_weights()
         # Scaled by the statistics the policy had while acting (the learner updates them after the updates); the
         # first rollout's stand-in variance is over the real transitions' returns (not a reset step's zeros).
         reward_returns = self.reward_returns.flatten()[real]
         rewards = policy.scale_rewards(self.rewards, reward_returns) if self.normalize_reward else self.rewards
         advantages, returns = compute_gae(
-            rewards, buf["values"], next_values, self.terminated, self.dones, self.gamma, self.gae_lambda
+            rewards, buf["values"] * scale, next_values * scale, self.terminated, self.dones, self.gamma,
+            self.gae_lambda
         )
+        if self.return_scaling:  # what the learner merges into the statistics, after its updates
+            reward_returns = returns.flatten()[real]
+        returns = returns / scale
         # Copies made outside inference mode: the learner's autograd may save them for backward.
         data: dict[str, Any] = {k: v.flatten(0, 1).clone() for k, v in buf.items()}
         data["advantages"], data["returns"] = advantages.flatten(), returns.flatten()
         data["recurrent_states"] = initial_state
         data["weights"] = weights
-        data["reward_returns"] = reward_returns.clone() if self.normalize_reward else torch.zeros(0)
+        data["reward_returns"] = (reward_returns.clone() if self.normalize_reward or self.return_scaling
+                                  else torch.zeros(0))
         data["explained_variance"] = explained_variance(data["values"][real], data["returns"][real])
         if self.keep_trace:
             data.update(self._trace(rewards))

@@ -46,6 +46,10 @@ class PPODataModule(L.LightningDataModule):
             defaults": on untuned envs they helped more than they cost).
         normalize_reward: divide rewards by the running std of the discounted return (clip +-10); statistics
             as for ``normalize_obs``.
+        return_scaling: instead of scaling rewards, the critic learns the GAE returns divided by their running std
+            and GAE runs on the raw rewards (its values multiplied back by that std): Tianshou's ``return_scaling``,
+            part of its MuJoCo recipe. The advantages are then in the rewards' own units (``model.norm_adv`` rescales
+            them if wanted). Needs ``normalize_reward: false``. Off by default.
         num_envs: environments per process (rank).
         num_steps: steps per environment in one rollout.
         total_timesteps: the budget: environment steps of all ranks together; training stops after
@@ -97,6 +101,7 @@ class PPODataModule(L.LightningDataModule):
         seed: Optional[int] = None,
         overlap: bool = False,
         recompute_advantages: bool = False,
+        return_scaling: bool = False,
     ) -> None:
         super().__init__()
         require(num_envs > 0, "data.num_envs", f"must be positive, got {num_envs}.")
@@ -109,6 +114,9 @@ class PPODataModule(L.LightningDataModule):
         require(vectorization in VECTORIZATION_MODES or isinstance(vectorization, dict) or "." in str(vectorization),
                 "data.vectorization", f"must be one of {VECTORIZATION_MODES} or the class path of a function that "
                 f"returns a gymnasium.vector.VectorEnv, got {vectorization!r}.")
+        require(not (return_scaling and normalize_reward), "data.return_scaling",
+                "and data.normalize_reward both rescale what the critic learns; set data.normalize_reward: false "
+                "to scale the critic's targets instead of the rewards (or return_scaling: false).")
         rollout_size = num_envs * num_steps
         require(
             0 < minibatch_size <= rollout_size and rollout_size % minibatch_size == 0,
@@ -119,7 +127,8 @@ class PPODataModule(L.LightningDataModule):
         self.save_hyperparameters()
         # Validates the id and the spaces now, before any Trainer exists; linked into the model by the CLI.
         self.env_spec = describe_spaces(env_id, env_kwargs, wrappers, vectorization, num_envs)
-        self.env_spec.update(normalize_obs=normalize_obs, normalize_reward=normalize_reward)
+        self.env_spec.update(normalize_obs=normalize_obs, normalize_reward=normalize_reward,
+                             return_scaling=return_scaling)
         if action_masks is not None:
             mask_size(spec_from_dict(self.env_spec["action"]), action_masks)  # a space or source without masks fails now
             self.env_spec["action_masks"] = action_masks

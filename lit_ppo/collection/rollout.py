@@ -76,8 +76,9 @@ class Rollout:
         gamma, gae_lambda: the discount and lambda the collector used.
 
     Statistics and bookkeeping:
-        reward_returns: discounted returns of the raw rewards at the real transitions, from which the reward scale
-            is estimated (empty when reward normalization is off).
+        reward_returns: at the real transitions, the discounted returns of the raw rewards, from which the reward
+            scale is estimated (``data.normalize_reward``), or the GAE returns in raw units, whose std the critic's
+            values are in units of (``data.return_scaling``); empty when both are off.
         episode_returns, episode_lengths: ``[E]`` every episode that finished during this rollout.
         episode_rows: ``[E]`` the vector env's row each of them ran in (with several agents: which agent).
         team_returns: ``[C]`` with several agents, each copy's episode that finished during this rollout: the sum of

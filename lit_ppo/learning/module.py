@@ -213,9 +213,10 @@ class PPOModule(L.LightningModule):
     @torch.no_grad()
     def _recompute_advantages(self, rollout: Rollout) -> Rollout:
         """``data.recompute_advantages``: the rollout with GAE recomputed from the current critic's values."""
-        values = [self.policy.value(obs).float() for obs in (rollout.obs, rollout.next_obs, rollout.final_obs)]
+        scale = self.policy.value_scale().to(self.device)  # data.return_scaling: values in units of the returns' std
+        values = [self.policy.value(obs).float() * scale for obs in (rollout.obs, rollout.next_obs, rollout.final_obs)]
         advantages, returns = recompute_gae(rollout, *values)
-        return dataclasses.replace(rollout, advantages=advantages, returns=returns)
+        return dataclasses.replace(rollout, advantages=advantages, returns=returns / scale)
 
     def on_before_optimizer_step(self, optimizer: torch.optim.Optimizer) -> None:
         # Lightning calls this after the mixed-precision unscale (and after DDP's gradient averaging).

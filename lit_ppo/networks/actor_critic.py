@@ -91,7 +91,7 @@ class UserTrunk(nn.Module):
 
 class ActorCritic(nn.Module):
     """Everything the policy needs at evaluation is in its ``state_dict``: weights, the Gaussian's log-std, and the
-    observation / return statistics when ``normalize_obs`` / ``normalize_reward`` are on.
+    observation / return statistics when ``normalize_obs`` / ``normalize_reward`` (or ``return_scaling``) are on.
 
     Args:
         observation: the observation spec (:func:`lit_ppo.envs.spaces.observation_spec`).
@@ -103,6 +103,9 @@ class ActorCritic(nn.Module):
         network: the user's trunk, a class path or ``{class_path, init_args}`` (see :class:`UserTrunk`).
         normalize_obs: normalize vector observations by running statistics (clip +-10).
         normalize_reward: keep running statistics of the discounted return, by which rollouts scale rewards.
+        return_scaling: keep running statistics of the rollouts' GAE returns; the critic predicts returns divided by
+            their std (:meth:`value_scale`), rewards stay raw (Tianshou's ``return_scaling``). Not with
+            ``normalize_reward``.
         recurrent: ``{cell: lstm|gru, hidden_size, layers}`` (:class:`lit_ppo.networks.recurrent.RecurrentConfig`), or None.
 
     The settings are checked by :class:`lit_ppo.networks.settings.NetworkSettings`, once.
@@ -128,6 +131,7 @@ class ActorCritic(nn.Module):
         network: Optional[ClassPathConfig] = None,
         normalize_obs: bool = False,
         normalize_reward: bool = False,
+        return_scaling: bool = False,
         recurrent: Any = None,
         log_std_init: float = 0.0,
         ortho_init: bool = True,
@@ -179,7 +183,11 @@ class ActorCritic(nn.Module):
         gaussian = isinstance(self.head, DiagGaussianHead)
         shape = (self.head.num_outputs,) if groups is None else (groups, self.head.num_outputs)
         self.log_std = nn.Parameter(torch.full(shape, float(settings.log_std_init))) if gaussian else None
-        self.return_rms = RunningMeanStd(()) if normalize_reward else None
+        if normalize_reward and return_scaling:
+            raise ConfigError("data.normalize_reward and data.return_scaling both rescale what the critic learns; "
+                              "turn one off (Tianshou's MuJoCo recipe: return_scaling true, normalize_reward false).")
+        self.return_scaling = return_scaling
+        self.return_rms = RunningMeanStd(()) if normalize_reward or return_scaling else None
 
     @classmethod
     def from_env_spec(cls, env_spec: dict[str, Any], **kwargs: Any) -> "ActorCritic":
@@ -188,6 +196,7 @@ class ActorCritic(nn.Module):
         return cls(spec_from_dict(env_spec["observation"]), spec_from_dict(env_spec["action"]),
                    normalize_obs=bool(env_spec.get("normalize_obs")),
                    normalize_reward=bool(env_spec.get("normalize_reward")),
+                   return_scaling=bool(env_spec.get("return_scaling")),
                    actor_inputs=env_spec.get("actor_inputs"),
                    groups=len(groups["names"]) if groups else None,
                    group_actions=groups.get("actions") if groups else None, **kwargs)
@@ -289,16 +298,25 @@ class ActorCritic(nn.Module):
         learn unscaled returns and then unlearn them, its large gradients starving the actor's under clipping.
         """
         rms = self.return_rms
-        if rms is None:
+        if rms is None or self.return_scaling:
             return rewards
         var = returns.var(unbiased=False) if returns is not None and rms.count == 0 else rms.var
         std = torch.sqrt(var.to(rewards.device, torch.float64) + rms.epsilon).to(rewards.dtype)
         return (rewards / std).clamp(-CLIP, CLIP)
 
+    def value_scale(self) -> Tensor:
+        """``return_scaling``: the running std of the GAE returns, which the critic's outputs are in units of (the
+        critic learns returns divided by it); 1 before any statistics (as Tianshou) and when off. A 0-d float32."""
+        if not self.return_scaling:
+            return torch.ones(())
+        rms = self.return_rms
+        return torch.sqrt(rms.var + rms.epsilon).float().cpu()
+
     def update_normalization(
         self, obs: Tensor, returns: Optional[Tensor], reduce_sum: Optional[Callable[[Tensor], Tensor]] = None
     ) -> None:
-        """Merge one rollout's observations ``[B, ...]`` and discounted returns into the statistics that are on;
+        """Merge one rollout's observations ``[B, ...]`` and returns (``normalize_reward``: the discounted returns of
+        the raw rewards; ``return_scaling``: the unscaled GAE returns) into the statistics that are on;
         ``reduce_sum`` (an all-reduce over ranks) makes every rank merge the same pooled statistics."""
         if self.encoder.obs_rms is not None:
             self.encoder.obs_rms.update(self.encoder.vector_part(obs), reduce_sum)

@@ -1,0 +1,86 @@
+"""``data.return_scaling`` (Tianshou's MuJoCo recipe): the critic's values are in units of the running std of the
+GAE returns, GAE runs on the raw rewards with the values multiplied back, and the critic's targets are the returns
+divided by that std. Checked against the hand-computed counters of ``tests/test_autoreset.py``, then in a fit."""
+
+import gymnasium as gym
+import lightning as L
+import pytest
+import torch
+from gymnasium.vector import AutoresetMode
+
+from lit_ppo import PPODataModule, PPOModule
+from lit_ppo.collection.collector import RolloutCollector
+from lit_ppo.envs.spaces import BoxSpec, DiscreteSpec
+from lit_ppo.errors import ConfigError
+from lit_ppo.networks.actor_critic import ActorCritic
+from tests.test_autoreset import GAMMA, LAMBDA, TERMINATED, TRUNCATED, CountingValuePolicy, per_env
+from tests.vector_envs import counters
+
+
+class ScaledValuePolicy(CountingValuePolicy):
+    """The counters' V(s) = s / 10 in raw units, given as s / 20 with a value scale of 2."""
+
+    def act(self, obs, generator=None, deterministic=False):
+        action, logprob, value, state = super().act(obs)
+        return action, logprob, value / 2, state
+
+    def value(self, obs):
+        return super().value(obs) / 2
+
+    def value_scale(self):
+        return torch.tensor(2.0)
+
+
+@pytest.mark.parametrize("mode,steps", [(AutoresetMode.SAME_STEP, 6), (AutoresetMode.NEXT_STEP, 8)])
+def test_advantages_are_raw_and_the_critics_targets_are_the_returns_over_the_scale(mode, steps):
+    envs = gym.wrappers.vector.RecordEpisodeStatistics(counters(2, mode.value))
+    collector = RolloutCollector(envs, steps, GAMMA, LAMBDA, seed=0, generator=torch.Generator().manual_seed(0),
+                                 return_scaling=True)
+    data = collector.collect(ScaledValuePolicy())
+    collector.close()
+    real = data["weights"] > 0 if data["weights"].numel() else torch.ones(2 * steps, dtype=torch.bool)
+    advantages = per_env(data["advantages"], steps)[per_env(real, steps)].view(2, 6)
+    # the same advantages as the unscaled V(s) = s / 10 gives (hand-computed there)
+    torch.testing.assert_close(advantages, torch.tensor([TERMINATED * 2, TRUNCATED * 2]))
+    raw_values = data["obs"][:, 0] / 10
+    raw_returns = data["advantages"] + raw_values
+    torch.testing.assert_close(data["values"], raw_values / 2)  # what the critic said, in its own units
+    torch.testing.assert_close(data["returns"], raw_returns / 2)  # what it learns, in the same units
+    # the statistic the learner merges after its updates: the raw returns of the real transitions
+    torch.testing.assert_close(data["reward_returns"], raw_returns[real])
+    # terminated episode: G = 1.75, 1.5, 1 (raw) whatever the scale
+    torch.testing.assert_close(per_env(raw_returns, steps)[0][:3], torch.tensor([1.75, 1.5, 1.0]))
+
+
+def test_the_value_scale_is_1_until_statistics_exist_and_rewards_stay_raw():
+    policy = ActorCritic(BoxSpec((1,)), DiscreteSpec(2), [4], return_scaling=True)
+    assert policy.value_scale().item() == pytest.approx(1.0)
+    policy.update_normalization(torch.zeros(4, 1), torch.tensor([0.0, 4.0, 0.0, 4.0]))  # var 4
+    assert policy.value_scale().item() == pytest.approx(2.0)
+    rewards = torch.tensor([1.0, -2.0, 100.0])
+    assert torch.equal(policy.scale_rewards(rewards, rewards), rewards)  # not scaled, not clipped
+    assert ActorCritic(BoxSpec((1,)), DiscreteSpec(2), [4]).value_scale().item() == 1.0  # off: always 1
+
+
+def test_return_scaling_with_reward_normalization_is_refused_naming_both_keys():
+    with pytest.raises(ConfigError, match=r"data.return_scaling.*data.normalize_reward: false"):
+        PPODataModule("CartPole-v1", normalize_reward=True, return_scaling=True)
+    with pytest.raises(ConfigError, match="normalize_reward and data.return_scaling"):
+        ActorCritic(BoxSpec((1,)), DiscreteSpec(2), [4], normalize_reward=True, return_scaling=True)
+
+
+@pytest.mark.parametrize("recompute", [False, True])
+def test_a_fit_merges_the_gae_returns_and_a_checkpoint_keeps_the_scale(tmp_path, recompute):
+    dm = PPODataModule("CartPole-v1", num_envs=2, num_steps=32, total_timesteps=128, minibatch_size=32,
+                       update_epochs=2, normalize_reward=False, return_scaling=True, eval_episodes=2, seed=0,
+                       recompute_advantages=recompute)
+    model = PPOModule(env_spec=dm.env_spec, hidden_sizes=[8])
+    trainer = L.Trainer(max_epochs=-1, logger=False, enable_progress_bar=False, enable_model_summary=False,
+                        default_root_dir=tmp_path, callbacks=[L.pytorch.callbacks.ModelCheckpoint(tmp_path)])
+    trainer.fit(model, dm)
+    rms = model.policy.return_rms
+    assert rms.count.item() == 128  # every sample of the 2 rollouts, once
+    assert 1.0 < model.policy.value_scale().item() < 100.0  # CartPole's returns: +1 a step, gamma 0.99
+    [path] = tmp_path.glob("*.ckpt")
+    reloaded = PPOModule.load_from_checkpoint(path)
+    assert reloaded.policy.return_scaling and reloaded.policy.value_scale() == model.policy.value_scale()
