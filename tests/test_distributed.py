@@ -5,6 +5,7 @@ import csv
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -106,15 +107,27 @@ def test_two_torchrun_nodes_train_one_policy_and_count_both_nodes_steps(tmp_path
             "--trainer.strategy", "ddp", "--trainer.devices", "1", "--data.total_timesteps", "2048",
             "--trainer.logger", "lightning.pytorch.loggers.CSVLogger", "--trainer.logger.save_dir", "logs",
             "--trainer.callbacks+=tests.ddp_probe.RankProbe"]
-    port = str(29400 + os.getpid() % 500)
+    from tests.conftest import session_processes
+
+    # A port the OS has just given out: a fixed range could meet a port still held by an earlier run, and then the
+    # node that cannot reach the store waits out its whole rendezvous timeout.
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = str(probe.getsockname()[1])
     nodes = []
-    for rank in (0, 1):
-        (tmp_path / f"node{rank}").mkdir()
-        nodes.append(subprocess.Popen(
-            [torchrun, "--nnodes", "2", "--nproc_per_node", "1", "--node_rank", str(rank), "--master_addr",
-             "127.0.0.1", "--master_port", port, "-m", "lit_ppo", "fit", *args],
-            cwd=tmp_path / f"node{rank}", env=_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
-    outs = [node.communicate(timeout=300)[0] for node in nodes]
+    try:
+        for rank in (0, 1):
+            (tmp_path / f"node{rank}").mkdir()
+            nodes.append(subprocess.Popen(
+                [torchrun, "--nnodes", "2", "--nproc_per_node", "1", "--node_rank", str(rank), "--master_addr",
+                 "127.0.0.1", "--master_port", port, "-m", "lit_ppo", "fit", *args],
+                cwd=tmp_path / f"node{rank}", env=_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                text=True, start_new_session=True))
+        outs = [node.communicate(timeout=300)[0] for node in nodes]
+    finally:  # on a timeout too: torchrun and its worker of each node end with the test
+        for node in nodes:
+            for left in session_processes(node.pid):
+                left.kill()
     assert [node.returncode for node in nodes] == [0, 0], outs
     r0 = torch.load(tmp_path / "node0/rank0.pt", weights_only=True)
     r1 = torch.load(tmp_path / "node1/rank1.pt", weights_only=True)
