@@ -166,3 +166,54 @@ def test_a_network_that_cannot_work_is_named(network, message):
     spec = BoxSpec((2, 3))  # Identity would hand back [batch, 2, 3]
     with pytest.raises(ConfigError, match=f"model.network: .*{message}"):
         ActorCritic(spec, DiscreteSpec(2), network=network)
+
+
+def test_the_board_cnn_reads_each_plane_at_its_square_and_each_window_alike():
+    from lit_ppo.networks.board import BoardCNN
+
+    net = BoardCNN(channels=2, kernel=1, features=4)
+    conv = net.layers[0]
+    with torch.no_grad():  # a 1 x 1 convolution that copies each plane: its output is the board, channels first
+        conv.weight.copy_(torch.eye(2).view(2, 2, 1, 1))
+        conv.bias.zero_()
+    seen = {}
+    net.layers[1].register_forward_hook(lambda module, args, out: seen.update(board=out))
+    obs = torch.zeros(1, 6 * 7 * 2)
+    obs[0, (2 * 7 + 5) * 2 + 1] = 1.0  # PettingZoo's order, planes last: row 2, column 5, the opponent's plane
+    net(obs)
+    expected = torch.zeros(1, 2, 6, 7)
+    expected[0, 1, 2, 5] = 1.0
+    assert torch.equal(seen["board"], expected)
+
+    # A 4 x 4 window reads a vertical three the same in any column and at any height: the convolution's outputs are
+    # the same numbers, moved with it.
+    net = BoardCNN()
+    board = torch.zeros(2, 6, 7, 2)
+    board[0, 3:6, 0, 0] = 1.0  # three in column 0, from the bottom
+    board[1, 1:4, 3, 0] = 1.0  # the same three in column 3, two rows up
+    net.layers[1].register_forward_hook(lambda module, args, out: seen.update(windows=out))
+    net(board.flatten(1))
+    assert seen["windows"].shape == (2, 64, 3, 4)  # one output per 4 x 4 window of the 6 x 7 board
+    # the window with its corner at row 2, column 0 holds the first three as the one at row 0, column 3 the second
+    assert torch.equal(seen["windows"][0, :, 2, 0], seen["windows"][1, :, 0, 3])
+    assert not torch.equal(seen["windows"][0, :, 2, 0], seen["windows"][0, :, 0, 3])
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    (dict(kernel=7), "kernel 7 does not fit a 6 x 7 board"),
+    (dict(channels=0), "channels must be a positive integer"),
+])
+def test_a_board_cnn_that_cannot_fit_its_board_is_named(kwargs, message):
+    from lit_ppo.networks.board import BoardCNN
+
+    with pytest.raises(ValueError, match=message):
+        BoardCNN(**kwargs)
+
+
+def test_a_board_cnn_given_another_games_board_is_named_before_training():
+    from lit_ppo.errors import ConfigError
+
+    # tic-tac-toe's 3 x 3 x 2 board against connect four's default 6 x 7 x 2
+    with pytest.raises(ConfigError, match=r"model.network: .*18 values .* not the 84 of a 6 x 7 board of 2 planes; "
+                                          r"set model.network's init_args height, width and planes"):
+        ActorCritic(BoxSpec((18,)), DiscreteSpec(9), network="lit_ppo.networks.board.BoardCNN")
