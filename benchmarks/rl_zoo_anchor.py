@@ -18,23 +18,24 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Optional
 
 EVAL_EPISODES = 20
 
 
-def evaluate(run_dir: Path, env_id: str, seed: int) -> dict:
-    """The final model with its VecNormalize statistics (frozen), on fresh deterministic episodes."""
+def evaluate(model_path: Path, stats: Optional[Path], env_id: str, seed: int) -> dict:
+    """A saved SB3 PPO model with its VecNormalize statistics (frozen; ``stats`` None or missing where the run did
+    not normalize), on fresh deterministic episodes."""
     import numpy as np
     from stable_baselines3 import PPO
     from stable_baselines3.common.env_util import make_vec_env
     from stable_baselines3.common.vec_env import VecNormalize
 
     envs = make_vec_env(env_id, n_envs=EVAL_EPISODES, seed=seed + 1_000_003)
-    stats = run_dir / env_id / "vecnormalize.pkl"
-    if stats.exists():
+    if stats is not None and stats.exists():
         envs = VecNormalize.load(str(stats), envs)
         envs.training, envs.norm_reward = False, False
-    model = PPO.load(str(run_dir / f"{env_id}.zip"), device="cpu")
+    model = PPO.load(str(model_path), device="cpu")
     obs = envs.reset()
     returns, lengths = np.zeros(EVAL_EPISODES), np.zeros(EVAL_EPISODES)
     finished = np.zeros(EVAL_EPISODES, dtype=bool)
@@ -84,7 +85,7 @@ def main() -> None:
     curve = np.load(run_dir / "evaluations.npz")
     result = {"env_id": args.env, "entry": args.entry or args.env, "seed": args.seed, "steps": steps,
               "rl_zoo3": rl_zoo3.__version__ if hasattr(rl_zoo3, "__version__") else "?",
-              "final": evaluate(run_dir, args.env, args.seed), "fit_wall_s": round(fit_s, 1),
+              "final": evaluate(run_dir / f"{args.env}.zip", run_dir / args.env / "vecnormalize.pkl", args.env, args.seed), "fit_wall_s": round(fit_s, 1),
               "in_fit_evaluations": [[int(t), float(r.mean())] for t, r in zip(curve["timesteps"], curve["results"])]}
     result_path.write_text(json.dumps(result, indent=1))
     print(json.dumps(result, indent=1))

@@ -235,3 +235,40 @@ def test_the_benchmarl_anchor_reads_its_task_and_budget_from_the_shipped_config(
     assert spec["frames"] == 3_600_000 // 3  # agent steps -> BenchMARL's frames of all agents at once
     with pytest.raises(SystemExit, match="does not train a VMAS scenario"):
         benchmarl_anchor.spec_of("simple_spread.yaml")
+
+
+def test_mujoco_speed_clocks_each_checkpoint_scores_it_and_skips_a_finished_run(tmp_path):
+    # A lit_ppo arm end to end on CartPole (the SB3 arm needs rl_zoo3, which is no extra of lit_ppo).
+    args = ["--configs", "cartpole.yaml", "--arms", "sync", "--seeds", "1", "--steps", "2048", "--every", "1024",
+            "--out", str(tmp_path)]
+    out = run("mujoco_speed.py", *args)
+    [row] = [json.loads(line) for line in (tmp_path / "results.jsonl").read_text().splitlines()]
+    assert [p["env_steps"] for p in row["curve"]] == [1024, 2048]  # cartpole.yaml's rollout is 8 x 32 = 256 steps
+    seconds = [p["seconds"] for p in row["curve"]]
+    assert 0 < seconds[0] < seconds[1] <= row["wall_s"] and all(8 <= p["return_mean"] <= 500 for p in row["curve"])
+    assert "| `cartpole.yaml` | sync | 1 |" in out and "n/a (no SB3 run)" in out
+    run("mujoco_speed.py", *args)  # finished: skipped, not run or appended again
+    assert len((tmp_path / "results.jsonl").read_text().splitlines()) == 1
+
+
+def test_mujoco_speed_times_each_arm_to_sb3s_final_score(monkeypatch):
+    monkeypatch.syspath_prepend(str(BENCHMARKS))
+    import math
+
+    from mujoco_speed import summarize
+
+    def run_row(arm, seed, points):
+        return {"config": "halfcheetah.yaml", "arm": arm, "seed": seed, "wall_s": 100.0 * seed,
+                "curve": [{"env_steps": 1000 * (i + 1), "seconds": 10.0 * (i + 1), "return_mean": r}
+                          for i, r in enumerate(points)]}
+
+    rows = [run_row("sb3_zoo", 1, [1, 2, 3, 4]), run_row("sb3_zoo", 2, [1, 5, 5, 6]), run_row("sb3_zoo", 3, [0, 0, 0, 5]),
+            run_row("sync", 1, [5, 6]), run_row("sync", 2, [0, 0]), run_row("sync", 3, [1, 5])]
+    sb3, sync = summarize(rows)
+    # SB3's final score: the median of its seeds' last scores (4, 6, 5) = 5, reached never, at 20 s and at 40 s
+    assert sb3["target"] == 5 and sb3["to_target_s"] == 40 and sb3["reached"] == 2 and sb3["vs_sb3"] == 1
+    # lit_ppo's seeds reach 5 at 10 s, never, 20 s: the median is 20 s, half SB3's
+    assert sync["to_target_s"] == 20 and sync["reached"] == 2 and sync["vs_sb3"] == 0.5
+    assert sync["final"] == 5 and sync["wall_s"] == 200
+    sync_never = summarize(rows[:3] + [run_row("sync", 1, [0])])[1]
+    assert sync_never["to_target_s"] == math.inf and sync_never["vs_sb3"] == math.inf
