@@ -73,13 +73,18 @@ def lit_arm(config: Path, arm: str, seed: int, steps: int, every: int, work: Pat
     return curve, run.wall_s
 
 
+ZOO_PPO_YML = ("import pathlib, sys, rl_zoo3; "
+               "sys.stdout.write((pathlib.Path(rl_zoo3.__file__).parent / 'hyperparams' / 'ppo.yml').read_text())")
+
+
 def zoo_entry(zoo_python: str, name: str) -> dict:
-    code = "import rl_zoo3, pathlib, sys; sys.stdout.write((pathlib.Path(rl_zoo3.__file__).parent / 'hyperparams' / 'ppo.yml').read_text())"
+    """RL-Zoo's PPO entry ``name``, read from the rl_zoo3 installed where it will train."""
     import yaml
 
-    entries = yaml.safe_load(subprocess.run([zoo_python, "-c", code], capture_output=True, text=True, check=True).stdout)
+    text = subprocess.run([zoo_python, "-c", ZOO_PPO_YML], capture_output=True, text=True, check=True).stdout
+    entries = yaml.safe_load(text)
     if name not in entries:
-        raise SystemExit(f"RL-Zoo has no PPO entry {name!r}; give --entry one of its MuJoCo entries, e.g. HalfCheetah-v4.")
+        raise SystemExit(f"RL-Zoo has no PPO entry {name!r}; give --entry one of its entries, e.g. HalfCheetah-v4.")
     return dict(entries[name])
 
 
@@ -124,13 +129,15 @@ def summarize(rows: list[dict]) -> list[dict]:
         sb3_seconds = median([seconds_to(r["curve"], target) for r in sb3]) if sb3 else None
         for arm in dict.fromkeys(r["arm"] for r in mine):
             runs = [r for r in mine if r["arm"] == arm]
-            to_target = median([seconds_to(r["curve"], target) for r in runs]) if target is not None else None
-            table.append({"config": config, "arm": arm, "seeds": len(runs),
-                          "wall_s": median([r["wall_s"] for r in runs]),
-                          "final": median([r["curve"][-1]["return_mean"] for r in runs]),
-                          "target": target, "to_target_s": to_target,
-                          "reached": sum(seconds_to(r["curve"], target) < math.inf for r in runs) if target is not None else None,
-                          "vs_sb3": to_target / sb3_seconds if to_target is not None and sb3_seconds not in (None, math.inf) else None})
+            row = {"config": config, "arm": arm, "seeds": len(runs), "wall_s": median([r["wall_s"] for r in runs]),
+                   "final": median([r["curve"][-1]["return_mean"] for r in runs]), "target": target,
+                   "to_target_s": None, "reached": None, "vs_sb3": None}
+            if target is not None:
+                times = [seconds_to(r["curve"], target) for r in runs]
+                row.update(to_target_s=median(times), reached=sum(t < math.inf for t in times))
+                if sb3_seconds < math.inf:
+                    row["vs_sb3"] = row["to_target_s"] / sb3_seconds
+            table.append(row)
     return table
 
 

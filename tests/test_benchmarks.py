@@ -262,8 +262,9 @@ def test_mujoco_speed_times_each_arm_to_sb3s_final_score(monkeypatch):
                 "curve": [{"env_steps": 1000 * (i + 1), "seconds": 10.0 * (i + 1), "return_mean": r}
                           for i, r in enumerate(points)]}
 
-    rows = [run_row("sb3_zoo", 1, [1, 2, 3, 4]), run_row("sb3_zoo", 2, [1, 5, 5, 6]), run_row("sb3_zoo", 3, [0, 0, 0, 5]),
-            run_row("sync", 1, [5, 6]), run_row("sync", 2, [0, 0]), run_row("sync", 3, [1, 5])]
+    rows = [run_row("sb3_zoo", 1, [1, 2, 3, 4]), run_row("sb3_zoo", 2, [1, 5, 5, 6]),
+            run_row("sb3_zoo", 3, [0, 0, 0, 5]), run_row("sync", 1, [5, 6]), run_row("sync", 2, [0, 0]),
+            run_row("sync", 3, [1, 5])]
     sb3, sync = summarize(rows)
     # SB3's final score: the median of its seeds' last scores (4, 6, 5) = 5, reached never, at 20 s and at 40 s
     assert sb3["target"] == 5 and sb3["to_target_s"] == 40 and sb3["reached"] == 2 and sb3["vs_sb3"] == 1
