@@ -46,8 +46,15 @@ FIT_TIMEOUT_S = 6 * 3600  # SB3 with RL-Zoo's HalfCheetah entry takes ~1 h a mil
 
 
 def rollout_size(config: Path) -> int:
+    """Env steps a rollout of ``config`` takes, with PPODataModule's own defaults where the config leaves them."""
+    import inspect
+
+    from lit_ppo import PPODataModule
+
+    defaults = inspect.signature(PPODataModule).parameters
     data = read_config(config).get("data", {})
-    return int(data.get("num_envs", 4)) * int(data.get("num_steps", 512))  # the package defaults where unset
+    return int(data.get("num_envs", defaults["num_envs"].default)) * int(
+        data.get("num_steps", defaults["num_steps"].default))
 
 
 def lit_arm(config: Path, arm: str, seed: int, steps: int, every: int, work: Path) -> tuple[list[dict], float]:
@@ -68,7 +75,7 @@ def lit_arm(config: Path, arm: str, seed: int, steps: int, every: int, work: Pat
     saved = {int(p.stem.removeprefix("rollout")): p for p in checkpoints.glob("rollout*.ckpt")}
     scores = evaluate(config, {f"rollout{e}": p for e, p in sorted(saved.items())}, work, EVAL_EPISODES, {},
                       LIT_ARMS[arm])
-    curve = [{"env_steps": (epoch + 1) * per_rollout, "seconds": path.stat().st_mtime - run.launched_at,
+    curve = [{"env_steps": scores[f"rollout{epoch}"]["env_steps"], "seconds": path.stat().st_mtime - run.launched_at,
               "return_mean": scores[f"rollout{epoch}"]["return_mean"]} for epoch, path in sorted(saved.items())]
     return curve, run.wall_s
 
