@@ -18,7 +18,8 @@ fix), ``lit_overlap`` (the defaults with ``data.overlap``: learning must not cha
 default: the continuous-action default since 2026-12-03), ``lit_ent0`` (no entropy bonus: the defaults before
 2026-12-03; ``lit_defaults`` rows of continuous tasks measured before then are these), ``lit_ent0_no_obs_norm`` /
 ``lit_ent0_no_reward_norm`` / ``lit_ent0_1env`` (``lit_ent0`` with one more difference from SB3's undone: where
-Ant-v5 loses to SB3's defaults), ``sb3`` (SB3's
+Ant-v5 loses to SB3's defaults), ``lit_no_cfrc`` (the defaults without Ant-v5's or Humanoid-v5's contact forces in
+the observation: a diagnosis), ``sb3`` (SB3's
 ``PPO("MlpPolicy")`` with its defaults on one env, as SB3's docs run it). Needs the
 bench extra (and box2d for LunarLander). The study behind today's defaults: ``docs/results.md``, "Package defaults".
 """
@@ -61,6 +62,9 @@ ARMS = {
     "lit_ent0_no_obs_norm": ["--model.ent_coef", "0.0", "--data.normalize_obs", "false"],
     "lit_ent0_no_reward_norm": ["--model.ent_coef", "0.0", "--data.normalize_reward", "false"],
     "lit_ent0_1env": ["--model.ent_coef", "0.0", "--data.num_envs", "1", "--data.num_steps", "2048"],
+    # the defaults with Ant-v5's and Humanoid-v5's contact forces left out of the observation (v4's default): a
+    # diagnosis, whether normalizing those rarely non-zero inputs is what Ant loses on; only for envs with that kwarg
+    "lit_no_cfrc": ["--data.env_kwargs", "{include_cfrc_ext_in_observation: false}"],
     "sb3": None,
 }
 EVAL_EPISODES = 20
