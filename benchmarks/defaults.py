@@ -19,7 +19,8 @@ default: the continuous-action default since 2026-12-03), ``lit_ent0`` (no entro
 2026-12-03; ``lit_defaults`` rows of continuous tasks measured before then are these), ``lit_ent0_no_obs_norm`` /
 ``lit_ent0_no_reward_norm`` / ``lit_ent0_1env`` (``lit_ent0`` with one more difference from SB3's undone: where
 Ant-v5 loses to SB3's defaults), ``lit_no_cfrc`` (the defaults without Ant-v5's or Humanoid-v5's contact forces in
-the observation: a diagnosis), ``sb3`` (SB3's
+the observation: a diagnosis), ``lit_std05`` / ``lit_ent0_std05`` (the defaults with a first std of
+exp(-0.5), with and without the bonus: candidates for Ant-v5), ``sb3`` (SB3's
 ``PPO("MlpPolicy")`` with its defaults on one env, as SB3's docs run it). Needs the
 bench extra (and box2d for LunarLander). The study behind today's defaults: ``docs/results.md``, "Package defaults".
 """
@@ -65,6 +66,10 @@ ARMS = {
     # the defaults with Ant-v5's and Humanoid-v5's contact forces left out of the observation (v4's default): a
     # diagnosis, whether normalizing those rarely non-zero inputs is what Ant loses on; only for envs with that kwarg
     "lit_no_cfrc": ["--data.env_kwargs", "{include_cfrc_ext_in_observation: false}"],
+    # candidates for Ant-v5 with its contact forces observed: a smaller first std (the MuJoCo recipe's), so that the
+    # control cost of a wide Gaussian stops outweighing the healthy reward sooner; and the same without the bonus
+    "lit_std05": ["--model.log_std_init", "-0.5"],
+    "lit_ent0_std05": ["--model.ent_coef", "0.0", "--model.log_std_init", "-0.5"],
     "sb3": None,
 }
 EVAL_EPISODES = 20
