@@ -5,6 +5,7 @@ deterministic episodes of fresh environments; results are appended to ``--out`` 
 (arm, env, seed) is skipped, so an interrupted study resumes. Prints a table of mean evaluation returns per arm.
 
     python benchmarks/defaults.py [--envs LunarLanderContinuous-v3:1000000 ...] --seeds 1 2 3 [--arms ...]
+    python benchmarks/defaults.py --envs ... --seeds 1 2 3 --arms lit_defaults sb3 --report   # the docs' table
 
 Arms: ``lit_defaults`` (the package as it is), ``lit_cleanrl`` (the package defaults before 82ebf41: CleanRL's
 CartPole settings), ``lit_sb3like`` (SB3's defaults on lit_ppo with 4 envs: 4 x 512 steps, minibatches of 64, 10
@@ -109,6 +110,24 @@ def sb3_worker(env_id: str, steps: int, seed: int) -> float:
     return float(returns.mean())
 
 
+def markdown(rows: list, envs: list, arms: list, seeds: list) -> list:
+    """The docs' table of the finished runs: a row per env spec ("ENV:STEPS"), a column per arm, each cell the mean
+    final score over ``seeds`` with the per-seed scores in seed order ("—" where none ran). A seed run twice (on
+    another machine) counts once, by its last row."""
+    lines = ["| env, budget | " + " | ".join(f"`{arm}`" for arm in arms) + " |", "|---" * (len(arms) + 1) + "|"]
+    for spec in envs:
+        env_id, steps = spec.rsplit(":", 1)
+        cells = []
+        for arm in arms:
+            by_seed = {r["seed"]: r["eval"] for r in rows
+                       if (r["arm"], r["env"], r["steps"]) == (arm, env_id, int(steps)) and r["seed"] in seeds}
+            values = [by_seed[s] for s in seeds if s in by_seed]
+            cells.append(f"{sum(values) / len(values):,.1f} (" + " / ".join(f"{v:,.1f}" for v in values) + ")"
+                         if values else "—")
+        lines.append(f"| {env_id}, {int(steps):,} | " + " | ".join(cells) + " |")
+    return lines
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--envs", nargs="+", help="ENV_ID:STEPS", default=[
@@ -117,6 +136,8 @@ def main() -> None:
     parser.add_argument("--arms", nargs="+", choices=ARMS, default=list(ARMS))
     parser.add_argument("--seeds", type=int, nargs="+", default=[1])
     parser.add_argument("--out", type=Path, default=Path("bench_runs/defaults/results.jsonl"))
+    parser.add_argument("--report", action="store_true", help="print the markdown table of the runs in --out for "
+                        "these envs, arms and seeds, and run nothing")
     parser.add_argument("--worker", nargs=3, metavar=("ENV", "STEPS", "SEED"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.worker:
@@ -124,6 +145,9 @@ def main() -> None:
         return
     args.out.parent.mkdir(parents=True, exist_ok=True)
     done = [json.loads(line) for line in args.out.read_text().splitlines()] if args.out.exists() else []
+    if args.report:
+        print("\n".join(markdown(done, args.envs, args.arms, args.seeds)))
+        return
     for spec in args.envs:
         env_id, steps = spec.rsplit(":", 1)
         for seed in args.seeds:

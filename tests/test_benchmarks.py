@@ -210,6 +210,18 @@ def test_defaults_study_runs_records_and_skips_finished_runs(tmp_path):
     assert len(out_file.read_text().splitlines()) == 1
 
 
+def test_the_defaults_table_gives_each_arms_mean_and_seeds_and_a_dash_where_none_ran(monkeypatch):
+    monkeypatch.syspath_prepend(str(BENCHMARKS))
+    from defaults import markdown
+
+    rows = [dict(arm="sb3", env="Ant-v5", steps=1000, seed=seed, eval=value) for seed, value in [(2, 30.0), (1, 10.0)]]
+    rows += [dict(arm="lit_defaults", env="Ant-v5", steps=1000, seed=1, eval=v) for v in (1.0, 4.0)]  # rerun: last
+    rows += [dict(arm="sb3", env="Ant-v5", steps=2000, seed=3, eval=99.0)]  # another budget: not this row's
+    assert markdown(rows, ["Ant-v5:1000", "Hopper-v5:1000"], ["lit_defaults", "sb3"], [1, 2]) == [
+        "| env, budget | `lit_defaults` | `sb3` |", "|---|---|---|",
+        "| Ant-v5, 1,000 | 4.0 (4.0) | 20.0 (10.0 / 30.0) |", "| Hopper-v5, 1,000 | — | — |"]
+
+
 def test_the_report_gives_tianshous_measure_the_maximum_over_training_of_the_seeds_mean(tmp_path, monkeypatch):
     monkeypatch.syspath_prepend(str(BENCHMARKS))
     import learning_report
