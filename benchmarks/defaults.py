@@ -112,8 +112,8 @@ def sb3_worker(env_id: str, steps: int, seed: int) -> float:
 
 def markdown(rows: list, envs: list, arms: list, seeds: list) -> list:
     """The docs' table of the finished runs: a row per env spec ("ENV:STEPS"), a column per arm, each cell the mean
-    final score over ``seeds`` with the per-seed scores in seed order ("—" where none ran). A seed run twice (on
-    another machine) counts once, by its last row."""
+    final score over the ``seeds`` that ran, with every seed's score in seed order ("—" for one that did not, and
+    for a cell with none). A seed run twice (on another machine) counts once, by its last row."""
     lines = ["| env, budget | " + " | ".join(f"`{arm}`" for arm in arms) + " |", "|---" * (len(arms) + 1) + "|"]
     for spec in envs:
         env_id, steps = spec.rsplit(":", 1)
@@ -121,9 +121,9 @@ def markdown(rows: list, envs: list, arms: list, seeds: list) -> list:
         for arm in arms:
             by_seed = {r["seed"]: r["eval"] for r in rows
                        if (r["arm"], r["env"], r["steps"]) == (arm, env_id, int(steps)) and r["seed"] in seeds}
-            values = [by_seed[s] for s in seeds if s in by_seed]
-            cells.append(f"{sum(values) / len(values):,.1f} (" + " / ".join(f"{v:,.1f}" for v in values) + ")"
-                         if values else "—")
+            values = list(by_seed.values())
+            cells.append(f"{sum(values) / len(values):,.1f} (" + " / ".join(
+                f"{by_seed[s]:,.1f}" if s in by_seed else "—" for s in seeds) + ")" if values else "—")
         lines.append(f"| {env_id}, {int(steps):,} | " + " | ".join(cells) + " |")
     return lines
 

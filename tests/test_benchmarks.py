@@ -219,7 +219,7 @@ def test_the_defaults_table_gives_each_arms_mean_and_seeds_and_a_dash_where_none
     rows += [dict(arm="sb3", env="Ant-v5", steps=2000, seed=3, eval=99.0)]  # another budget: not this row's
     assert markdown(rows, ["Ant-v5:1000", "Hopper-v5:1000"], ["lit_defaults", "sb3"], [1, 2]) == [
         "| env, budget | `lit_defaults` | `sb3` |", "|---|---|---|",
-        "| Ant-v5, 1,000 | 4.0 (4.0) | 20.0 (10.0 / 30.0) |", "| Hopper-v5, 1,000 | — | — |"]
+        "| Ant-v5, 1,000 | 4.0 (4.0 / —) | 20.0 (10.0 / 30.0) |", "| Hopper-v5, 1,000 | — | — |"]
 
 
 def test_the_report_gives_tianshous_measure_the_maximum_over_training_of_the_seeds_mean(tmp_path, monkeypatch):
