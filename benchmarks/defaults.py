@@ -2,7 +2,8 @@
 defaults alone, or with a candidate set of defaults given as overrides) beside Stable-Baselines3's ``PPO`` with its
 own defaults, on several environments, one process at a time. Each run's final policy is evaluated on 20
 deterministic episodes of fresh environments; results are appended to ``--out`` (JSON lines) and a finished
-(arm, env, seed) is skipped, so an interrupted study resumes. Prints a table of mean evaluation returns per arm.
+(arm, env, seed) is skipped, so an interrupted study resumes. Prints the table of
+:func:`markdown` (``--report``: that table alone, nothing run).
 
     python benchmarks/defaults.py [--envs LunarLanderContinuous-v3:1000000 ...] --seeds 1 2 3 [--arms ...]
     python benchmarks/defaults.py --envs ... --seeds 1 2 3 --arms lit_defaults sb3 --report   # the docs' table
@@ -168,14 +169,7 @@ def main() -> None:
                 with args.out.open("a") as f:
                     f.write(json.dumps(row) + "\n")
                 print(json.dumps(row), flush=True)
-    print(f"\n{'env':22s} {'steps':>9s} " + " ".join(f"{arm:>14s}" for arm in args.arms))
-    for spec in args.envs:
-        env_id, steps = spec.rsplit(":", 1)
-        means = []
-        for arm in args.arms:
-            values = [r["eval"] for r in done if r["arm"] == arm and r["env"] == env_id and r["steps"] == int(steps)]
-            means.append(f"{sum(values) / len(values):14.1f}" if values else f"{'-':>14s}")
-        print(f"{env_id:22s} {steps:>9s} " + " ".join(means))
+    print("\n" + "\n".join(markdown(done, args.envs, args.arms, args.seeds)))
 
 
 if __name__ == "__main__":

@@ -205,7 +205,8 @@ def test_defaults_study_runs_records_and_skips_finished_runs(tmp_path):
     out = run("defaults.py", *args)
     rows = [json.loads(line) for line in out_file.read_text().splitlines()]
     assert [(r["arm"], r["env"], r["steps"], r["seed"]) for r in rows] == [("lit_cleanrl", "CartPole-v1", 2048, 1)]
-    assert all(8 <= r["eval"] <= 500 for r in rows) and "lit_cleanrl" in out.splitlines()[-2]
+    assert all(8 <= r["eval"] <= 500 for r in rows) and "`lit_cleanrl`" in out.splitlines()[-3]
+    assert out.splitlines()[-1].startswith("| CartPole-v1, 2,048 | ")  # the run's row of the table
     run("defaults.py", *args)  # finished runs are skipped, not appended again
     assert len(out_file.read_text().splitlines()) == 1
 
