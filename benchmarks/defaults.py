@@ -11,7 +11,7 @@ deterministic episodes of fresh environments; results are appended to ``--out`` 
 Arms: ``lit_defaults`` (the package as it is), ``lit_cleanrl`` (the package defaults before 82ebf41: CleanRL's
 CartPole settings), ``lit_sb3like`` (SB3's defaults on lit_ppo with 4 envs: 4 x 512 steps, minibatches of 64, 10
 epochs, lr 3e-4 constant, no entropy bonus, no normalization), ``lit_sb3`` (the same with SB3's value-loss weight,
-``vf_coef`` 1.0), ``lit_1env`` / ``lit_no_obs_norm`` / ``lit_no_reward_norm`` / ``lit_vf1`` (the package defaults
+``vf_coef`` 1.0), ``lit_sb3like_1env`` (``lit_sb3like`` on SB3's one env x 2,048 steps), ``lit_1env`` / ``lit_no_obs_norm`` / ``lit_no_reward_norm`` / ``lit_vf1`` (the package defaults
 with one of their differences from SB3's undone: one env x 2,048 steps, no observation normalization, no reward
 scaling, SB3's value-loss weight), ``lit_anneal`` (the defaults with the learning rate annealed to 0, a candidate
 fix), ``lit_overlap`` (the defaults with ``data.overlap``: learning must not change beyond noise),
@@ -51,6 +51,8 @@ ARMS = {
                     "--model.ent_coef", "0.01", "--data.normalize_obs", "false", "--data.normalize_reward", "false"],
     "lit_sb3like": SB3_LIKE,
     "lit_sb3": SB3_LIKE + ["--model.vf_coef", "1.0"],  # and SB3's value weight (its 0.5 on the plain MSE)
+    # SB3_LIKE on SB3's one env x 2,048 steps: with lit_sb3, whether lit_ppo matches SB3 at SB3's own settings
+    "lit_sb3like_1env": SB3_LIKE + ["--data.num_envs", "1", "--data.num_steps", "2048"],
     # One difference from SB3's defaults at a time (docs/notebook/results.md, "Continuous control"):
     "lit_1env": ["--data.num_envs", "1", "--data.num_steps", "2048"],  # SB3's one env x 2,048 steps
     "lit_no_obs_norm": ["--data.normalize_obs", "false"],
