@@ -95,7 +95,18 @@ def zoo_entry(zoo_python: str, name: str) -> dict:
     return dict(entries[name])
 
 
-def sb3_arm(env_id: str, entry_name: str, zoo_python: str, seed: int, steps: int, every: int,
+def zoo_train_command(zoo_python: str, env_id: str, env_kwargs: dict, seed: int, steps: int, work: Path) -> list:
+    """RL-Zoo's ``train.py`` on ``work/hyperparams.yml``, on the env the config trains: its ``data.env_kwargs`` too
+    (``ant.yaml`` leaves Ant-v5's contact forces out, so SB3 must as well, or the two arms play different tasks)."""
+    cmd = [zoo_python, "-m", "rl_zoo3.train", "--algo", "ppo", "--env", env_id, "--conf-file", work / "hyperparams.yml",
+           "--seed", seed, "-n", steps, "--eval-freq", -1, "--log-folder", work / "logs", "--device", "cpu",
+           "--num-threads", 1, "--verbose", 0]
+    if env_kwargs:  # RL-Zoo evaluates each ``key:value`` as Python
+        cmd += ["--env-kwargs", *(f"{key}:{value!r}" for key, value in env_kwargs.items())]
+    return cmd
+
+
+def sb3_arm(env_id: str, env_kwargs: dict, entry_name: str, zoo_python: str, seed: int, steps: int, every: int,
             work: Path) -> tuple[list[dict], float]:
     """Train SB3 by RL-Zoo's train.py with its entry, a checkpoint every ``every`` steps; score each checkpoint."""
     import yaml
@@ -107,14 +118,12 @@ def sb3_arm(env_id: str, entry_name: str, zoo_python: str, seed: int, steps: int
         "save_vecnormalize": True}}]
     work.mkdir(parents=True, exist_ok=True)
     (work / "hyperparams.yml").write_text(yaml.safe_dump({env_id: entry}))
-    cmd = [zoo_python, "-m", "rl_zoo3.train", "--algo", "ppo", "--env", env_id, "--conf-file", work / "hyperparams.yml",
-           "--seed", seed, "-n", steps, "--eval-freq", -1, "--log-folder", work / "logs", "--device", "cpu",
-           "--num-threads", 1, "--verbose", 0]
+    cmd = zoo_train_command(zoo_python, env_id, env_kwargs, seed, steps, work)
     run = check(run_process(cmd, work, timeout=FIT_TIMEOUT_S), f"sb3 {entry_name} seed {seed}")
     curve = []
     for model in sorted(saves.glob("ckpt_*_steps.zip"), key=lambda p: int(p.stem.split("_")[1])):
         done = int(model.stem.split("_")[1])
-        score = evaluate_sb3(model, saves / f"ckpt_vecnormalize_{done}_steps.pkl", env_id, seed)
+        score = evaluate_sb3(model, saves / f"ckpt_vecnormalize_{done}_steps.pkl", env_id, seed, env_kwargs)
         curve.append({"env_steps": done, "seconds": model.stat().st_mtime - run.launched_at,
                       "return_mean": score["return_mean"]})
     return curve, run.wall_s
@@ -190,7 +199,7 @@ def main(argv: Optional[list[str]] = None) -> None:
                 work = args.out / config.stem / arm / f"seed{seed}"
                 print(f"{config.name} {arm} seed {seed}: {steps:,} steps in {work}", flush=True)
                 if arm == "sb3_zoo":
-                    curve, wall = sb3_arm(env_id, args.entry or env_id.replace("-v5", "-v4"), args.zoo_python, seed,
+                    curve, wall = sb3_arm(env_id, settings["data"].get("env_kwargs") or {}, args.entry or env_id.replace("-v5", "-v4"), args.zoo_python, seed,
                                           steps, args.every, work)
                 else:
                     curve, wall = lit_arm(config, arm, seed, steps, args.every, work)

@@ -23,15 +23,15 @@ from typing import Optional
 EVAL_EPISODES = 20
 
 
-def evaluate(model_path: Path, stats: Optional[Path], env_id: str, seed: int) -> dict:
+def evaluate(model_path: Path, stats: Optional[Path], env_id: str, seed: int, env_kwargs: Optional[dict] = None) -> dict:
     """A saved SB3 PPO model with its VecNormalize statistics (frozen; ``stats`` None or missing where the run did
-    not normalize), on fresh deterministic episodes."""
+    not normalize), on fresh deterministic episodes of ``env_id`` made with ``env_kwargs`` (those it trained on)."""
     import numpy as np
     from stable_baselines3 import PPO
     from stable_baselines3.common.env_util import make_vec_env
     from stable_baselines3.common.vec_env import VecNormalize
 
-    envs = make_vec_env(env_id, n_envs=EVAL_EPISODES, seed=seed + 1_000_003)
+    envs = make_vec_env(env_id, n_envs=EVAL_EPISODES, seed=seed + 1_000_003, env_kwargs=env_kwargs)
     if stats is not None and stats.exists():
         envs = VecNormalize.load(str(stats), envs)
         envs.training, envs.norm_reward = False, False

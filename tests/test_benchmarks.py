@@ -286,3 +286,14 @@ def test_mujoco_speed_times_each_arm_to_sb3s_final_score(monkeypatch):
     assert sync["final"] == 5 and sync["wall_s"] == 200
     sync_never = summarize(rows[:3] + [run_row("sync", 1, [0])])[1]
     assert sync_never["to_target_s"] == math.inf and sync_never["vs_sb3"] == math.inf
+
+
+def test_mujoco_speed_trains_sb3_on_the_configs_env_kwargs(monkeypatch, tmp_path):
+    # ant.yaml leaves Ant-v5's contact forces out of the observation: the SB3 arm must train on that env too
+    monkeypatch.syspath_prepend(str(BENCHMARKS))
+    from mujoco_speed import zoo_train_command
+
+    cmd = zoo_train_command("zoo/bin/python", "Ant-v5", {"include_cfrc_ext_in_observation": False}, 1, 1000, tmp_path)
+    at = cmd.index("--env-kwargs")
+    assert cmd[at + 1:] == ["include_cfrc_ext_in_observation:False"] and cmd[cmd.index("--env") + 1] == "Ant-v5"
+    assert "--env-kwargs" not in zoo_train_command("zoo/bin/python", "HalfCheetah-v5", {}, 1, 1000, tmp_path)
