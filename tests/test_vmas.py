@@ -1,6 +1,7 @@
 """VMAS scenarios as rows of one vector env (lit_ppo/envs/vmas_rows.py), with VMAS itself (the vmas extra)."""
 
 import random
+import warnings
 
 import numpy as np
 import pytest
@@ -122,6 +123,49 @@ def test_groups_train_from_the_command_line_and_each_group_keeps_its_choices(cli
     obs, _ = envs.reset(seed=3)
     actions, _ = policy.predict(obs)  # sampled
     assert actions[1::2].max() < 9 <= actions[0::2].max()  # the listener never picks a choice it lacks
+
+
+def test_pickled_rows_continue_their_episodes_bit_for_bit():
+    # The collector saves its environments by pickling them: the copy must step and reset as the original would,
+    # VMAS's own generator state (its resets' draws) included.
+    import pickle
+
+    envs = vmas_rows(6, "navigation", env_kwargs={"n_agents": 3}, max_steps=4, agent_id=True)
+    envs.reset(seed=5)
+    actions = np.random.default_rng(0).uniform(-1, 1, (9, 6, 2)).astype(np.float32)
+    envs.step(actions[0])
+    saved = pickle.dumps(envs)
+
+    def play(rows):  # 8 steps: each copy's episode ends twice (max_steps 4), so resets draw from VMAS's generator
+        return [np.concatenate([obs.ravel(), reward]) for obs, reward, *_ in map(rows.step, actions[1:])]
+    expected = play(envs)
+    for got, want in zip(play(pickle.loads(saved)), expected):
+        np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("overlap", ["false", "true"])
+def test_a_stopped_and_resumed_fit_ends_bit_identical_to_one_run(cli_in_process, tmp_path, overlap):
+    # The checkpoint holds the VMAS episodes in progress (max_steps 25: every save falls mid-episode), so the resumed
+    # run plays on from them, with evaluations (VMAS's generator is one per process) between the saves.
+    base = ["fit", "--config", "vmas_navigation.yaml", "--data.num_envs", "6", "--data.num_steps", "10",
+            "--data.minibatch_size", "30", "--data.update_epochs", "1", "--data.total_timesteps", "360",
+            "--data.eval_episodes", "6", "--data.vectorization.init_args.max_steps", "25", "--model.hidden_sizes",
+            "[16]", "--data.overlap", overlap, "--trainer.check_val_every_n_epoch", "2", "--trainer.logger", "false",
+            "--trainer.callbacks.init_args.every_n_epochs", "1"]
+    for args in (["--trainer.callbacks.init_args.dirpath", "full"],
+                 ["--trainer.callbacks.init_args.dirpath", "part", "--trainer.max_epochs", "3"],
+                 ["--trainer.callbacks.init_args.dirpath", "part", "--ckpt_path", "last"]):
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            result = cli_in_process(*base, *args, cwd=tmp_path)
+        assert result.returncode == 0, result.stderr
+        # the resume did not reset the environments (it would say so: "resuming inexactly ... could not be saved")
+        assert not [w for w in caught if "resuming inexactly" in str(w.message)]
+    full = torch.load(tmp_path / "full/last.ckpt", weights_only=False)
+    part = torch.load(tmp_path / "part/last.ckpt", weights_only=False)
+    assert full["global_step"] == part["global_step"] > 0
+    for key, value in full["state_dict"].items():
+        assert torch.equal(value, part["state_dict"][key]), key
 
 
 def test_the_navigation_config_trains_from_the_command_line(cli_in_process, tmp_path):

@@ -15,14 +15,16 @@ step its episode ends (gymnasium's same-step autoreset: the final observation is
 
 VMAS draws its randomness from a generator state of its own (``Environment.vmas_random_state``, swapped in and out
 around each call), so the learner's torch, numpy and random generators are not touched. That state is one per
-process, shared by every VMAS env in it, and VMAS environments do not pickle: a checkpoint's resume restarts the
-episodes (seeded from the seed, rank and iteration, as for any environment that cannot be saved) rather than
-continuing them bit for bit.
+process, shared by every VMAS env in it. The adapter pickles (its simulator by cloudpickle, that generator state
+beside it), so a checkpoint holds the episodes in progress and a resumed run continues them bit for bit.
 """
 
+import copy
+import pickle
 import warnings
 from typing import Any, Optional
 
+import cloudpickle
 import gymnasium as gym
 import numpy as np
 import torch
@@ -128,6 +130,22 @@ class VmasRows(gym.vector.VectorEnv):
         self.observation_space = batch_space(self.single_observation_space, self.num_envs)
         self.action_space = batch_space(action_space, self.num_envs)
         self.returns, self.lengths = np.zeros(self.num_envs), np.zeros(self.num_envs, np.int64)
+
+    # Pickling: the collector saves its environments in checkpoints, so a resume continues their episodes. A VMAS
+    # scenario's class is made at run time, which pickle cannot name, so the simulator travels as cloudpickle's
+    # bytes (a gymnasium dependency); VMAS's generator state (``Environment.vmas_random_state``, one per process)
+    # travels with it, so a resumed run draws the same resets as an uninterrupted one (tests/test_vmas.py).
+    def __getstate__(self) -> dict[str, Any]:
+        from vmas.simulator.environment.environment import Environment
+
+        return {**self.__dict__, "vmas": cloudpickle.dumps(self.vmas),
+                "vmas_random_state": copy.deepcopy(Environment.vmas_random_state)}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        from vmas.simulator.environment.environment import Environment
+
+        Environment.vmas_random_state[:] = state.pop("vmas_random_state")
+        self.__dict__.update(state, vmas=pickle.loads(state["vmas"]))
 
     @property
     def group_spec(self) -> Optional[dict[str, Any]]:
