@@ -66,17 +66,22 @@ def lit_arm(config: Path, arm: str, seed: int, steps: int, every: int, work: Pat
     saver = {"class_path": "lightning.pytorch.callbacks.ModelCheckpoint",
              "init_args": {"dirpath": str(checkpoints), "filename": "rollout{epoch}", "auto_insert_metric_name": False,
                            "every_n_epochs": every_rollouts, "save_top_k": -1, "save_on_train_epoch_end": True,
-                           # given, not left to merge with the init_args of the config's own first callback
-                           "monitor": None, "save_last": False}}
+                           # given, not left to merge with the init_args of the config's own first callback;
+                           # last.ckpt: the policy at the budget, which a rollout count need not be a multiple of
+                           "monitor": None, "save_last": True}}
     cmd = [sys.executable, "-m", "lit_ppo", "fit", "--config", str(config), "--seed_everything", seed,
            "--data.total_timesteps", steps, *LIT_ARMS[arm], "--trainer.limit_val_batches", 0,
            "--trainer.logger", "false", "--trainer.callbacks", json.dumps([saver]), *QUIET]
     run = check(run_process(cmd, work, timeout=FIT_TIMEOUT_S), f"{config.name} {arm} seed {seed}")
-    saved = {int(p.stem.removeprefix("rollout")): p for p in checkpoints.glob("rollout*.ckpt")}
-    scores = evaluate(config, {f"rollout{e}": p for e, p in sorted(saved.items())}, work, EVAL_EPISODES, {},
-                      LIT_ARMS[arm])
-    curve = [{"env_steps": scores[f"rollout{epoch}"]["env_steps"], "seconds": path.stat().st_mtime - run.launched_at,
-              "return_mean": scores[f"rollout{epoch}"]["return_mean"]} for epoch, path in sorted(saved.items())]
+    saved = {f"rollout{e}": p for e, p in sorted((int(p.stem.removeprefix("rollout")), p)
+                                                 for p in checkpoints.glob("rollout*.ckpt"))}
+    saved["last"] = checkpoints / "last.ckpt"  # written at the end of training (SaveLastOnStop)
+    scores = evaluate(config, saved, work, EVAL_EPISODES, {}, LIT_ARMS[arm])
+    curve = []
+    for label, path in saved.items():  # in training order; last.ckpt only where it is later than every rollout's
+        if not curve or scores[label]["env_steps"] > curve[-1]["env_steps"]:
+            curve.append({"env_steps": scores[label]["env_steps"], "seconds": path.stat().st_mtime - run.launched_at,
+                          "return_mean": scores[label]["return_mean"]})
     return curve, run.wall_s
 
 

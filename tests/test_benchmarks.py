@@ -252,11 +252,12 @@ def test_the_benchmarl_anchor_reads_its_task_and_budget_from_the_shipped_config(
 
 def test_mujoco_speed_clocks_each_checkpoint_scores_it_and_skips_a_finished_run(tmp_path):
     # A lit_ppo arm end to end on CartPole (the SB3 arm needs rl_zoo3, which is no extra of lit_ppo).
-    args = ["--configs", "cartpole.yaml", "--arms", "sync", "--seeds", "1", "--steps", "2048", "--every", "1024",
+    args = ["--configs", "cartpole.yaml", "--arms", "sync", "--seeds", "1", "--steps", "2304", "--every", "1024",
             "--out", str(tmp_path)]
     out = run("mujoco_speed.py", *args)
     [row] = [json.loads(line) for line in (tmp_path / "results.jsonl").read_text().splitlines()]
-    assert [p["env_steps"] for p in row["curve"]] == [1024, 2048]  # cartpole.yaml's rollout is 8 x 32 = 256 steps
+    # cartpole.yaml's rollout is 8 x 32 = 256 steps: a checkpoint every 4 rollouts, and the budget's (9 rollouts)
+    assert [p["env_steps"] for p in row["curve"]] == [1024, 2048, 2304]
     seconds = [p["seconds"] for p in row["curve"]]
     assert 0 < seconds[0] < seconds[1] <= row["wall_s"] and all(8 <= p["return_mean"] <= 500 for p in row["curve"])
     assert "| `cartpole.yaml` | sync | 1 |" in out and "n/a (no SB3 run)" in out
