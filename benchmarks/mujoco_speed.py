@@ -204,8 +204,9 @@ def main(argv: Optional[list[str]] = None) -> None:
                 work = args.out / config.stem / arm / f"seed{seed}"
                 print(f"{config.name} {arm} seed {seed}: {steps:,} steps in {work}", flush=True)
                 if arm == "sb3_zoo":
-                    curve, wall = sb3_arm(env_id, settings["data"].get("env_kwargs") or {}, args.entry or env_id.replace("-v5", "-v4"), args.zoo_python, seed,
-                                          steps, args.every, work)
+                    curve, wall = sb3_arm(env_id, settings["data"].get("env_kwargs") or {},
+                                          args.entry or env_id.replace("-v5", "-v4"), args.zoo_python, seed, steps,
+                                          args.every, work)
                 else:
                     curve, wall = lit_arm(config, arm, seed, steps, args.every, work)
                 row = {"config": config.name, "arm": arm, "seed": seed, "steps": steps, "wall_s": round(wall, 1),

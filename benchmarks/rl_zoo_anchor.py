@@ -23,7 +23,8 @@ from typing import Optional
 EVAL_EPISODES = 20
 
 
-def evaluate(model_path: Path, stats: Optional[Path], env_id: str, seed: int, env_kwargs: Optional[dict] = None) -> dict:
+def evaluate(model_path: Path, stats: Optional[Path], env_id: str, seed: int,
+             env_kwargs: Optional[dict] = None) -> dict:
     """A saved SB3 PPO model with its VecNormalize statistics (frozen; ``stats`` None or missing where the run did
     not normalize), on fresh deterministic episodes of ``env_id`` made with ``env_kwargs`` (those it trained on)."""
     import numpy as np
