@@ -13,8 +13,8 @@ CartPole settings), ``lit_sb3like`` (SB3's defaults on lit_ppo with 4 envs: 4 x 
 epochs, lr 3e-4 constant, no entropy bonus, no normalization), ``lit_sb3`` (the same with SB3's value-loss weight,
 ``vf_coef`` 1.0), ``lit_sb3like_1env`` (``lit_sb3like`` on SB3's one env x 2,048 steps), ``lit_1env`` /
 ``lit_no_obs_norm`` / ``lit_no_reward_norm`` / ``lit_vf1`` (the package defaults with one of their differences
-from SB3's undone: one env x 2,048 steps, no observation normalization, no reward scaling, SB3's value-loss weight), ``lit_anneal`` (the defaults with the learning rate annealed to 0, a candidate
-fix), ``lit_overlap`` (the defaults with ``data.overlap``: learning must not change beyond noise),
+from SB3's undone: one env x 2,048 steps, no observation normalization, no reward scaling, SB3's value-loss weight),
+``lit_anneal`` (the defaults with the learning rate annealed to 0, a candidate fix), ``lit_overlap`` (the defaults with ``data.overlap``: learning must not change beyond noise),
 ``lit_overlap_decoupled`` (the same with ``model.decoupled``: clipped around the learner's policy), ``lit_ent01``
 (the defaults with an entropy bonus of 0.01, RL-Zoo's tuned LunarLanderContinuous value and CleanRL's `ppo.py`
 default: the continuous-action default since 2026-12-03), ``lit_ent0`` (no entropy bonus: the defaults before
