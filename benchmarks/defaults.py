@@ -23,6 +23,7 @@ tasks measured before then are these), ``lit_ent0_no_obs_norm`` / ``lit_ent0_no_
 (``lit_ent0`` with one more difference from SB3's undone: where Ant-v5 loses to SB3's defaults), ``lit_no_cfrc``
 (the defaults without Ant-v5's or Humanoid-v5's contact forces in the observation: a diagnosis), ``lit_std05`` /
 ``lit_ent0_std05`` (the defaults with a first std of exp(-0.5), with and without the bonus: candidates for Ant-v5),
+``lit_std1`` (a first std of exp(-1)),
 ``sb3`` (SB3's ``PPO("MlpPolicy")`` with its defaults on one env, as SB3's docs run it). Needs the bench extra (and
 box2d for LunarLander). The study behind today's defaults: ``docs/results.md``, "Package defaults".
 """
@@ -74,6 +75,9 @@ ARMS = {
     # control cost of a wide Gaussian stops outweighing the healthy reward sooner; and the same without the bonus
     "lit_std05": ["--model.log_std_init", "-0.5"],
     "lit_ent0_std05": ["--model.ent_coef", "0.0", "--model.log_std_init", "-0.5"],
+    # a first std of exp(-1) = 0.37: Ant-v5's control cost (0.5 x the sum of 8 squared actions) under a first std of 1
+    # is ~2 a step against its healthy reward of 1, so ending the episode early pays until the std has shrunk
+    "lit_std1": ["--model.log_std_init", "-1.0"],
     "sb3": None,
 }
 EVAL_EPISODES = 20
