@@ -8,24 +8,25 @@ deterministic episodes of fresh environments; results are appended to ``--out`` 
     python benchmarks/defaults.py [--envs LunarLanderContinuous-v3:1000000 ...] --seeds 1 2 3 [--arms ...]
     python benchmarks/defaults.py --envs ... --seeds 1 2 3 --arms lit_defaults sb3 --report   # the docs' table
 
-Arms: ``lit_defaults`` (the package as it is), ``lit_cleanrl`` (the package defaults before 82ebf41: CleanRL's
-CartPole settings), ``lit_sb3like`` (SB3's defaults on lit_ppo with 4 envs: 4 x 512 steps, minibatches of 64, 10
-epochs, lr 3e-4 constant, no entropy bonus, no normalization), ``lit_sb3`` (the same with SB3's value-loss weight,
-``vf_coef`` 1.0), ``lit_sb3like_1env`` (``lit_sb3like`` on SB3's one env x 2,048 steps), ``lit_1env`` /
-``lit_no_obs_norm`` / ``lit_no_reward_norm`` / ``lit_vf1`` (the package defaults with one of their differences from
-SB3's undone: one env x 2,048 steps, no observation normalization, no reward scaling, SB3's value-loss weight),
-``lit_anneal`` (the defaults with the learning rate annealed to 0, a candidate fix), ``lit_overlap`` (the defaults
-with ``data.overlap``: learning must not change beyond noise), ``lit_overlap_decoupled`` (the same with
-``model.decoupled``: clipped around the learner's policy), ``lit_ent01`` (the defaults with an entropy bonus of
-0.01, RL-Zoo's tuned LunarLanderContinuous value and CleanRL's `ppo.py` default: the continuous-action default since
-2026-12-03), ``lit_ent0`` (no entropy bonus: the defaults before 2026-12-03; ``lit_defaults`` rows of continuous
-tasks measured before then are these), ``lit_ent0_no_obs_norm`` / ``lit_ent0_no_reward_norm`` / ``lit_ent0_1env``
-(``lit_ent0`` with one more difference from SB3's undone: where Ant-v5 loses to SB3's defaults), ``lit_no_cfrc``
-(the defaults without Ant-v5's or Humanoid-v5's contact forces in the observation: a diagnosis), ``lit_std05`` /
-``lit_ent0_std05`` (the defaults with a first std of exp(-0.5), with and without the bonus: candidates for Ant-v5),
-``lit_std1`` (a first std of exp(-1)),
-``sb3`` (SB3's ``PPO("MlpPolicy")`` with its defaults on one env, as SB3's docs run it). Needs the bench extra (and
-box2d for LunarLander). The study behind today's defaults: ``docs/results.md``, "Package defaults".
+Arms: ``lit_defaults`` (the package as it is), ``lit_cleanrl`` (the package defaults before 82ebf41: CleanRL's CartPole
+settings), ``lit_sb3like`` (SB3's defaults on lit_ppo with 4 envs: 4 x 512 steps, minibatches of 64, 10 epochs, lr 3e-4
+constant, no entropy bonus, no normalization), ``lit_sb3`` (the same with SB3's value-loss weight, ``vf_coef`` 1.0),
+``lit_sb3like_1env`` (``lit_sb3like`` on SB3's one env x 2,048 steps), ``lit_1env`` / ``lit_no_obs_norm`` /
+``lit_no_reward_norm`` / ``lit_vf1`` (the package defaults with one of their differences from SB3's undone: one env x
+2,048 steps, no observation normalization, no reward scaling, SB3's value-loss weight), ``lit_anneal`` (the defaults
+with the learning rate annealed to 0, a candidate fix), ``lit_overlap`` (the defaults with ``data.overlap``: learning
+must not change beyond noise), ``lit_overlap_decoupled`` (the same with ``model.decoupled``: clipped around the
+learner's policy), ``lit_ent01`` (the defaults with an entropy bonus of 0.01, RL-Zoo's tuned LunarLanderContinuous value
+and CleanRL's `ppo.py` default: the continuous-action default since 2026-12-03), ``lit_ent0`` (no entropy bonus: the
+defaults before 2026-12-03; ``lit_defaults`` rows of continuous tasks measured before then are these),
+``lit_ent0_no_obs_norm`` / ``lit_ent0_no_reward_norm`` / ``lit_ent0_1env`` (``lit_ent0`` with one more difference from
+SB3's undone: where Ant-v5 loses to SB3's defaults), ``lit_no_cfrc`` (the defaults without Ant-v5's or Humanoid-v5's
+contact forces in the observation: a diagnosis), ``lit_std05`` / ``lit_ent0_std05`` (the defaults with a first std of
+exp(-0.5), with and without the bonus: candidates for Ant-v5), ``lit_std1`` (a first std of exp(-1)), ``lit_ent0_vf1`` /
+``lit_ent0_std05_vf1`` / ``lit_sb3_rs`` (SB3's value weight with the normalizations, with a first std of exp(-0.5) too,
+and SB3's settings with reward scaling), ``sb3`` (SB3's ``PPO("MlpPolicy")`` with its defaults on one env, as SB3's docs
+run it). Needs the bench extra (and box2d for LunarLander). The study behind today's defaults: ``docs/results.md``,
+"Package defaults".
 """
 
 import argparse
@@ -78,6 +79,12 @@ ARMS = {
     # a first std of exp(-1) = 0.37: Ant-v5's control cost (0.5 x the sum of 8 squared actions) under a first std of 1
     # is ~2 a step against its healthy reward of 1, so ending the episode early pays until the std has shrunk
     "lit_std1": ["--model.log_std_init", "-1.0"],
+    # SB3's value weight (vf_coef 1.0 here is its 0.5 on the plain MSE) with normalization: at SB3's settings it lifted
+    # Ant-v5 seed 1 from 857.0 to 1,812.8 (a larger value loss takes more of the one gradient-norm clip)
+    "lit_ent0_vf1": ["--model.ent_coef", "0.0", "--model.vf_coef", "1.0"],
+    "lit_ent0_std05_vf1": ["--model.ent_coef", "0.0", "--model.log_std_init", "-0.5", "--model.vf_coef", "1.0"],
+    # SB3's defaults exactly, with reward scaling (what Pendulum's and Reacher's wins need)
+    "lit_sb3_rs": SB3_LIKE[:-2] + ["--data.normalize_reward", "true", "--model.vf_coef", "1.0"],
     "sb3": None,
 }
 EVAL_EPISODES = 20
