@@ -24,10 +24,10 @@ SB3's undone: where Ant-v5 loses to SB3's defaults), ``lit_no_cfrc`` (the defaul
 contact forces in the observation: a diagnosis), ``lit_std05`` / ``lit_ent0_std05`` (the defaults with a first std of
 exp(-0.5), with and without the bonus: candidates for Ant-v5), ``lit_std1`` (a first std of exp(-1)), ``lit_ent0_vf1`` /
 ``lit_ent0_std05_vf1`` / ``lit_sb3_rs`` (SB3's value weight with the normalizations, with a first std of exp(-0.5) too,
-and SB3's settings with reward scaling), ``lit_ent0_anneal`` / ``lit_tkl`` (the learning rate annealed without the
-bonus; SB3's KL early stop at 0.02), ``sb3`` (SB3's ``PPO("MlpPolicy")`` with its defaults on one env, as SB3's docs run
-it). Needs the bench extra (and box2d for LunarLander). The study behind today's defaults: ``docs/results.md``, "Package
-defaults".
+and SB3's settings with reward scaling), ``lit_ent0_anneal`` / ``lit_tkl`` / ``lit_ent0_tkl`` (the learning rate
+annealed without the bonus; SB3's KL early stop at 0.02, with and without the bonus), ``sb3`` (SB3's
+``PPO("MlpPolicy")`` with its defaults on one env, as SB3's docs run it). Needs the bench extra (and box2d for
+LunarLander). The study behind today's defaults: ``docs/results.md``, "Package defaults".
 """
 
 import argparse
@@ -90,6 +90,7 @@ ARMS = {
     # the Gaussian narrows): a learning rate annealed to 0, without the bonus too, and SB3's KL early stop
     "lit_ent0_anneal": ["--model.ent_coef", "0.0", "--model.anneal_lr", "true"],
     "lit_tkl": ["--model.target_kl", "0.02"],
+    "lit_ent0_tkl": ["--model.ent_coef", "0.0", "--model.target_kl", "0.02"],  # the same without the bonus
     "sb3": None,
 }
 EVAL_EPISODES = 20
