@@ -25,9 +25,9 @@ contact forces in the observation: a diagnosis), ``lit_std05`` / ``lit_ent0_std0
 exp(-0.5), with and without the bonus: candidates for Ant-v5), ``lit_std1`` (a first std of exp(-1)), ``lit_ent0_vf1`` /
 ``lit_ent0_std05_vf1`` / ``lit_sb3_rs`` (SB3's value weight with the normalizations, with a first std of exp(-0.5) too,
 and SB3's settings with reward scaling), ``lit_ent0_anneal`` / ``lit_tkl`` / ``lit_ent0_tkl`` (the learning rate
-annealed without the bonus; SB3's KL early stop at 0.02, with and without the bonus), ``lit_ent0_tkl05`` / ``lit_ent0_tkl01`` /
-``lit_ent0_tkl_lr1e4`` / ``lit_ent0_tkl_no_rs`` (``lit_ent0_tkl`` with a stop at 0.05 or 0.01, lr 1e-4, or no reward
-scaling: for HalfCheetah-v5), ``sb3`` (SB3's
+annealed without the bonus; SB3's KL early stop at 0.02, with and without the bonus),
+``lit_ent0_tkl05`` / ``lit_ent0_tkl01`` / ``lit_ent0_tkl_lr1e4`` / ``lit_ent0_tkl_no_rs`` (``lit_ent0_tkl`` with a stop
+at 0.05 or 0.01, lr 1e-4, or no reward scaling: for HalfCheetah-v5), ``sb3`` (SB3's
 ``PPO("MlpPolicy")`` with its defaults on one env, as SB3's docs run it). Needs the bench extra (and box2d for
 LunarLander). The study behind today's defaults: ``docs/results.md``, "Package defaults".
 """
