@@ -8,7 +8,9 @@ deterministic episodes of fresh environments; results are appended to ``--out`` 
     python benchmarks/defaults.py [--envs LunarLanderContinuous-v3:1000000 ...] --seeds 1 2 3 [--arms ...]
     python benchmarks/defaults.py --envs ... --seeds 1 2 3 --arms lit_defaults sb3 --report   # the docs' table
 
-Arms: ``lit_defaults`` (the package as it is), ``lit_cleanrl`` (the package defaults before 82ebf41: CleanRL's CartPole
+Arms: ``lit_defaults`` (the package as it is), ``lit_defaults_1203`` (the defaults from 2026-12-03 to 2026-12-06,
+rewards scaled, a bonus of 0.01 for Box actions, no KL stop: the base of every arm below that changes "the defaults",
+so that it measures what its rows measured), ``lit_cleanrl`` (the package defaults before 82ebf41: CleanRL's CartPole
 settings), ``lit_sb3like`` (SB3's defaults on lit_ppo with 4 envs: 4 x 512 steps, minibatches of 64, 10 epochs, lr 3e-4
 constant, no entropy bonus, no normalization), ``lit_sb3`` (the same with SB3's value-loss weight, ``vf_coef`` 1.0),
 ``lit_sb3like_1env`` (``lit_sb3like`` on SB3's one env x 2,048 steps), ``lit_1env`` / ``lit_no_obs_norm`` /
@@ -45,56 +47,63 @@ from harness import child_env
 
 # SB3's PPO defaults on lit_ppo (4 envs x 512 steps = SB3's 2,048-step rollout)
 SB3_LIKE = ["--data.num_envs", "4", "--data.num_steps", "512", "--data.minibatch_size", "64", "--data.update_epochs",
-            "10", "--model.lr", "3e-4", "--model.anneal_lr", "false", "--model.ent_coef", "0.0",
-            "--data.normalize_obs", "false", "--data.normalize_reward", "false"]
+            "10", "--model.lr", "3e-4", "--model.anneal_lr", "false", "--model.ent_coef", "0.0", "--model.target_kl",
+            "null", "--data.normalize_obs", "false", "--data.normalize_reward", "false"]
+# The package defaults from 2026-12-03 to 2026-12-06 (rewards scaled, an entropy bonus of 0.01 for Box actions, no KL
+# stop): the base of the arms that change one of them, so that each still measures what its rows measured
+DEFAULTS_1203 = ["--model.ent_coef", "null", "--model.target_kl", "null", "--data.normalize_reward", "true"]
 # SB3's KL early stop without the entropy bonus, the base of the arms that vary it
-ENT0_TKL = ["--model.ent_coef", "0.0", "--model.target_kl", "0.02"]
+ENT0_TKL = DEFAULTS_1203 + ["--model.ent_coef", "0.0", "--model.target_kl", "0.02"]
 ARMS = {
-    # the package as it is: since 82ebf41, SB3_LIKE with observation and reward normalization; since 2026-12-03 with
-    # an entropy bonus of 0.01 for continuous actions (model.ent_coef: null)
+    # the package as it is: since 82ebf41, SB3_LIKE with observation and reward normalization; from 2026-12-03 with an
+    # entropy bonus of 0.01 for continuous actions; since 2026-12-06 no bonus, SB3's KL stop at 0.02 and the critic's
+    # targets scaled instead of the rewards (lit_ent0_tkl_rets). Its rows are the defaults of the day they ran.
     "lit_defaults": [],
+    "lit_defaults_1203": DEFAULTS_1203,  # the defaults from 2026-12-03 to 2026-12-06
     # the defaults before 82ebf41: CleanRL's CartPole settings
     "lit_cleanrl": ["--data.num_envs", "4", "--data.num_steps", "128", "--data.minibatch_size", "128",
                     "--data.update_epochs", "4", "--model.lr", "2.5e-4", "--model.anneal_lr", "true",
-                    "--model.ent_coef", "0.01", "--data.normalize_obs", "false", "--data.normalize_reward", "false"],
+                    "--model.ent_coef", "0.01", "--model.target_kl", "null", "--data.normalize_obs", "false",
+                    "--data.normalize_reward", "false"],
     "lit_sb3like": SB3_LIKE,
     "lit_sb3": SB3_LIKE + ["--model.vf_coef", "1.0"],  # and SB3's value weight (its 0.5 on the plain MSE)
     # SB3_LIKE on SB3's one env x 2,048 steps: with lit_sb3, whether lit_ppo matches SB3 at SB3's own settings
     "lit_sb3like_1env": SB3_LIKE + ["--data.num_envs", "1", "--data.num_steps", "2048"],
     # One difference from SB3's defaults at a time (docs/notebook/results.md, "Continuous control"):
-    "lit_1env": ["--data.num_envs", "1", "--data.num_steps", "2048"],  # SB3's one env x 2,048 steps
-    "lit_no_obs_norm": ["--data.normalize_obs", "false"],
-    "lit_no_reward_norm": ["--data.normalize_reward", "false"],
-    "lit_vf1": ["--model.vf_coef", "1.0"],  # SB3's value weight (its vf_coef 0.5 multiplies the plain MSE)
-    "lit_anneal": ["--model.anneal_lr", "true"],  # the learning rate annealed linearly to 0 (CleanRL's continuous)
-    "lit_overlap": ["--data.overlap", "true"],  # the defaults, collecting in a process beside the learner
-    "lit_overlap_decoupled": ["--data.overlap", "true", "--model.decoupled", "true"],  # decoupled PPO
-    "lit_ent01": ["--model.ent_coef", "0.01"],  # an entropy bonus against the Gaussian's std collapsing early
-    "lit_ent0": ["--model.ent_coef", "0.0"],  # no entropy bonus: the defaults before 2026-12-03
+    "lit_1env": DEFAULTS_1203 + ["--data.num_envs", "1", "--data.num_steps", "2048"],  # SB3's one env x 2,048 steps
+    "lit_no_obs_norm": DEFAULTS_1203 + ["--data.normalize_obs", "false"],
+    "lit_no_reward_norm": DEFAULTS_1203 + ["--data.normalize_reward", "false"],
+    "lit_vf1": DEFAULTS_1203 + ["--model.vf_coef", "1.0"],  # SB3's value weight (its 0.5 multiplies the plain MSE)
+    "lit_anneal": DEFAULTS_1203 + ["--model.anneal_lr", "true"],  # lr annealed linearly to 0 (CleanRL's continuous)
+    "lit_overlap": DEFAULTS_1203 + ["--data.overlap", "true"],  # collecting in a process beside the learner
+    "lit_overlap_decoupled": DEFAULTS_1203 + ["--data.overlap", "true", "--model.decoupled", "true"],  # decoupled PPO
+    "lit_ent01": DEFAULTS_1203 + ["--model.ent_coef", "0.01"],  # a bonus against the Gaussian's std collapsing early
+    "lit_ent0": DEFAULTS_1203 + ["--model.ent_coef", "0.0"],  # no entropy bonus: the defaults before 2026-12-03
     # Ant-v5 (issue 43): which of the remaining differences from SB3's defaults costs the most without the bonus
-    "lit_ent0_no_obs_norm": ["--model.ent_coef", "0.0", "--data.normalize_obs", "false"],
-    "lit_ent0_no_reward_norm": ["--model.ent_coef", "0.0", "--data.normalize_reward", "false"],
-    "lit_ent0_1env": ["--model.ent_coef", "0.0", "--data.num_envs", "1", "--data.num_steps", "2048"],
+    "lit_ent0_no_obs_norm": DEFAULTS_1203 + ["--model.ent_coef", "0.0", "--data.normalize_obs", "false"],
+    "lit_ent0_no_reward_norm": DEFAULTS_1203 + ["--model.ent_coef", "0.0", "--data.normalize_reward", "false"],
+    "lit_ent0_1env": DEFAULTS_1203 + ["--model.ent_coef", "0.0", "--data.num_envs", "1", "--data.num_steps", "2048"],
     # the defaults with Ant-v5's and Humanoid-v5's contact forces left out of the observation (v4's default): a
     # diagnosis, whether normalizing those rarely non-zero inputs is what Ant loses on; only for envs with that kwarg
-    "lit_no_cfrc": ["--data.env_kwargs", "{include_cfrc_ext_in_observation: false}"],
+    "lit_no_cfrc": DEFAULTS_1203 + ["--data.env_kwargs", "{include_cfrc_ext_in_observation: false}"],
     # candidates for Ant-v5 with its contact forces observed: a smaller first std (the MuJoCo recipe's), so that the
     # control cost of a wide Gaussian stops outweighing the healthy reward sooner; and the same without the bonus
-    "lit_std05": ["--model.log_std_init", "-0.5"],
-    "lit_ent0_std05": ["--model.ent_coef", "0.0", "--model.log_std_init", "-0.5"],
+    "lit_std05": DEFAULTS_1203 + ["--model.log_std_init", "-0.5"],
+    "lit_ent0_std05": DEFAULTS_1203 + ["--model.ent_coef", "0.0", "--model.log_std_init", "-0.5"],
     # a first std of exp(-1) = 0.37: Ant-v5's control cost (0.5 x the sum of 8 squared actions) under a first std of 1
     # is ~2 a step against its healthy reward of 1, so ending the episode early pays until the std has shrunk
-    "lit_std1": ["--model.log_std_init", "-1.0"],
+    "lit_std1": DEFAULTS_1203 + ["--model.log_std_init", "-1.0"],
     # SB3's value weight (vf_coef 1.0 here is its 0.5 on the plain MSE) with normalization: at SB3's settings it lifted
     # Ant-v5 seed 1 from 857.0 to 1,812.8 (a larger value loss takes more of the one gradient-norm clip)
-    "lit_ent0_vf1": ["--model.ent_coef", "0.0", "--model.vf_coef", "1.0"],
-    "lit_ent0_std05_vf1": ["--model.ent_coef", "0.0", "--model.log_std_init", "-0.5", "--model.vf_coef", "1.0"],
+    "lit_ent0_vf1": DEFAULTS_1203 + ["--model.ent_coef", "0.0", "--model.vf_coef", "1.0"],
+    "lit_ent0_std05_vf1": DEFAULTS_1203 + ["--model.ent_coef", "0.0", "--model.log_std_init", "-0.5", "--model.vf_coef",
+                                           "1.0"],
     # SB3's defaults exactly, with reward scaling (what Pendulum's and Reacher's wins need)
     "lit_sb3_rs": SB3_LIKE[:-2] + ["--data.normalize_reward", "true", "--model.vf_coef", "1.0"],
     # Ant-v5's approx KL per rollout climbs to 0.3-0.8 under the defaults' settings (10 epochs at a constant lr 3e-4 as
     # the Gaussian narrows): a learning rate annealed to 0, without the bonus too, and SB3's KL early stop
-    "lit_ent0_anneal": ["--model.ent_coef", "0.0", "--model.anneal_lr", "true"],
-    "lit_tkl": ["--model.target_kl", "0.02"],
+    "lit_ent0_anneal": DEFAULTS_1203 + ["--model.ent_coef", "0.0", "--model.anneal_lr", "true"],
+    "lit_tkl": DEFAULTS_1203 + ["--model.target_kl", "0.02"],
     "lit_ent0_tkl": ENT0_TKL,  # the same without the bonus
     # HalfCheetah-v5 under lit_ent0_tkl: its KL stop keeps 5-246 of 320 updates a rollout after the first 250k steps
     # (a median of 18-25 over the last 10) and the runs end in the low mode (1,690-1,784); a looser and a tighter

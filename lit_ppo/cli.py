@@ -21,7 +21,7 @@ from lit_ppo.checkpointing import files
 from lit_ppo.checkpointing.files import check_checkpoint_file
 from lit_ppo.checkpointing.io import CheckedCheckpointIO, check_fresh_checkpoint_dirs
 from lit_ppo.config_checks import check_command_line, explicit_settings
-from lit_ppo.collection.datamodule import PPODataModule
+from lit_ppo.collection.datamodule import PPODataModule, reward_scaling
 from lit_ppo.errors import ConfigError, EnvStepError, NonFiniteError
 from lit_ppo.learning.module import PPOModule
 
@@ -99,13 +99,16 @@ class PPOCLI(LightningCLI):
             explicit = explicit_settings(sys.argv[1:] if args is None else args)
             saved = checkpoint["hyper_parameters"]
             data = self.config[subcommand]["data"]
-            taken = data_settings_from_checkpoint(saved.get("env_spec") or {},
-                                                  {key: data[key] for key in POLICY_DATA_KEYS}, explicit, ckpt_path)
+            requested_data = {key: data[key] for key in POLICY_DATA_KEYS}
+            # compared as they apply: the checkpoint's env_spec holds them with their nulls resolved
+            requested_data["normalize_reward"], requested_data["return_scaling"] = reward_scaling(
+                data["normalize_reward"], data["return_scaling"])
+            taken = data_settings_from_checkpoint(saved.get("env_spec") or {}, requested_data, explicit, ckpt_path)
             requested = self.config[subcommand]["model"]
             requested = dict(vars(requested)) if not isinstance(requested, dict) else requested
             replaced = model_settings_from_checkpoint(saved, requested, explicit, ckpt_path)
             for key, value in taken.items():
-                replaced.append(f"data.{key}: {value!r} (not {data[key]!r})")
+                replaced.append(f"data.{key}: {value!r} (not {requested_data[key]!r})")
                 data[key] = value
             if replaced and rank_zero_only.rank == 0:
                 print(f"lit_ppo: settings from {ckpt_path} (a checkpoint file's hyperparameters replace the "

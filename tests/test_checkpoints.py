@@ -184,15 +184,16 @@ def test_settings_a_checkpoint_file_replaces_are_said_once(cli_in_process, tmp_p
 
 
 def test_a_checkpoint_file_brings_its_normalization_settings_and_refuses_others(cli_in_process, tmp_path, trained):
-    """cartpole.yaml trains without normalization (the package default is on): validating its checkpoint without
-    the config takes the checkpoint's settings (its policy has no statistics to load); asking for another is an
-    error naming the setting."""
+    """cartpole.yaml trains without normalization (the package defaults normalize observations and scale the
+    critic's targets): validating its checkpoint without the config takes the checkpoint's settings (its policy has
+    no statistics to load); asking for another is an error naming the setting, as the defaults resolve it."""
     ckpt, digest = trained
     proc = cli_in_process("validate", "--ckpt_path", ckpt, "--data.eval_episodes", "2", "--trainer.logger", "false",
                           "--trainer.enable_progress_bar", "false", cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     [said] = [line for line in proc.stderr.splitlines() if line.startswith("lit_ppo: settings from")]
-    assert "data.normalize_obs: False (not True)" in said and "data.normalize_reward: False (not True)" in said
+    assert "data.normalize_obs: False (not True)" in said and "data.return_scaling: False (not True)" in said
+    assert "data.normalize_reward" not in said  # off in both
     (tmp_path / "normalized").mkdir()
     fit = cli_in_process("fit", "--data.num_steps", "16", "--data.total_timesteps", "64", "--trainer.logger", "false",
                          "--trainer.enable_progress_bar", "false", cwd=tmp_path / "normalized")
@@ -200,6 +201,9 @@ def test_a_checkpoint_file_brings_its_normalization_settings_and_refuses_others(
     normalized = tmp_path / "normalized/checkpoints/last.ckpt"
     proc = cli_in_process("validate", "--ckpt_path", normalized, "--data.normalize_obs", "false", cwd=tmp_path)
     _fails_cleanly(proc, "was trained with data.normalize_obs: True", "Drop --data.normalize_obs")
+    # setting data.normalize_reward turns the default return scaling off: that checkpoint scaled returns
+    proc = cli_in_process("validate", "--ckpt_path", normalized, "--data.normalize_reward", "true", cwd=tmp_path)
+    _fails_cleanly(proc, "was trained with data.normalize_reward: False, and this run sets True")
     assert sha(ckpt) == digest
 
 

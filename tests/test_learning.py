@@ -15,7 +15,7 @@ def test_cartpole_learns_within_a_small_budget(tmp_path):
     torch.set_num_threads(1)
     L.seed_everything(1)
     dm = PPODataModule("CartPole-v1", **FAST)
-    model = PPOModule(env_spec=dm.env_spec, lr=5e-3, anneal_lr=True, anneal_clip=True, ent_coef=0.0)
+    model = PPOModule(env_spec=dm.env_spec, lr=5e-3, anneal_lr=True, anneal_clip=True, ent_coef=0.0, target_kl=None)
     trainer = L.Trainer(max_epochs=-1, logger=False, enable_checkpointing=False,
                         enable_progress_bar=False, enable_model_summary=False, default_root_dir=tmp_path)
     trainer.fit(model, dm)
@@ -31,7 +31,7 @@ def test_cartpole_learns_on_a_next_step_autoreset_vector_env(tmp_path):
     torch.set_num_threads(1)
     L.seed_everything(1)
     dm = PPODataModule("CartPole-v1", vectorization="native", **FAST)
-    model = PPOModule(env_spec=dm.env_spec, lr=5e-3, anneal_lr=True, anneal_clip=True, ent_coef=0.0)
+    model = PPOModule(env_spec=dm.env_spec, lr=5e-3, anneal_lr=True, anneal_clip=True, ent_coef=0.0, target_kl=None)
     trainer = L.Trainer(max_epochs=-1, logger=False, enable_checkpointing=False,
                         enable_progress_bar=False, enable_model_summary=False, default_root_dir=tmp_path)
     trainer.fit(model, dm)

@@ -86,18 +86,22 @@ def test_the_value_clip_range_is_its_own_and_is_not_annealed():
         assert terms[1].item() == pytest.approx(0.5 * error.mean().item(), rel=1e-5), clip_vloss
 
 
-def test_the_default_entropy_weight_is_0_01_for_continuous_actions_and_0_for_discrete():
-    # model.ent_coef: null resolves by the action space; the loss is policy + vf_coef x value - ent_coef x entropy,
-    # checked against the terms it returns; an explicit value (0.0 included) is kept as given.
+def test_the_default_entropy_weight_is_0_and_null_means_0_01_for_continuous_actions_and_0_for_discrete():
+    # No bonus by default; model.ent_coef: null (the default before 2026-12-06) resolves by the action space. The
+    # loss is policy + vf_coef x value - ent_coef x entropy, checked against the terms it returns; an explicit value
+    # is kept as given.
     from lit_ppo import PPODataModule, PPOModule
     from lit_ppo.collection.rollout import Minibatch
 
-    cases = (("Pendulum-v1", None, 0.01), ("Pendulum-v1", 0.0, 0.0), ("Pendulum-v1", 0.03, 0.03),
-             ("CartPole-v1", None, 0.0), ("CartPole-v1", 0.02, 0.02))
+    default = object()
+    cases = (("Pendulum-v1", default, 0.0), ("Pendulum-v1", None, 0.01), ("Pendulum-v1", 0.0, 0.0),
+             ("Pendulum-v1", 0.03, 0.03), ("CartPole-v1", default, 0.0), ("CartPole-v1", None, 0.0),
+             ("CartPole-v1", 0.02, 0.02))
     for env_id, given, expected in cases:
         spec = PPODataModule(env_id, num_envs=1, num_steps=8, minibatch_size=8).env_spec
         torch.manual_seed(0)
-        model = PPOModule(env_spec=spec, ent_coef=given)
+        model = PPOModule(env_spec=spec, **({} if given is default else {"ent_coef": given}))
+        assert model.ppo.target_kl == 0.02  # the KL stop that replaced the bonus
         obs = torch.randn(5, spec["observation"]["shape"][0])
         with torch.no_grad():
             actions = model.policy.act(obs)[0]

@@ -69,6 +69,20 @@ def test_return_scaling_with_reward_normalization_is_refused_naming_both_keys():
         ActorCritic(BoxSpec((1,)), DiscreteSpec(2), [4], normalize_reward=True, return_scaling=True)
 
 
+def test_by_default_the_critics_targets_are_scaled_and_a_config_setting_normalize_reward_keeps_its_meaning():
+    # (normalize_reward, return_scaling) as given -> as they apply; the configs written before 2026-12-06 all set
+    # normalize_reward and none return_scaling, so they train as they did
+    cases = {(None, None): (False, True), (True, None): (True, False), (False, None): (False, False),
+             (None, True): (False, True), (None, False): (False, False), (False, True): (False, True),
+             (True, False): (True, False)}
+    for (normalize_reward, return_scaling), expected in cases.items():
+        spec = PPODataModule("Pendulum-v1", normalize_reward=normalize_reward, return_scaling=return_scaling).env_spec
+        assert (spec["normalize_reward"], spec["return_scaling"]) == expected, (normalize_reward, return_scaling)
+        policy = PPOModule(env_spec=spec).policy
+        assert policy.return_scaling == expected[1] and (policy.return_rms is not None) == any(expected)
+    assert PPODataModule("Pendulum-v1").hparams["normalize_reward"] is None  # saved as given, resolved on use
+
+
 @pytest.mark.parametrize("recompute", [False, True])
 def test_a_fit_merges_the_gae_returns_and_a_checkpoint_keeps_the_scale(tmp_path, recompute):
     dm = PPODataModule("CartPole-v1", num_envs=2, num_steps=32, total_timesteps=128, minibatch_size=32,

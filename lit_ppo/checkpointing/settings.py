@@ -26,6 +26,8 @@ ARCHITECTURE_KEYS = {"hidden_sizes": "hidden sizes", "encoder": "encoder", "acti
 
 # Data settings that the policy's meaning depends on, with how a checkpoint's env_spec holds them.
 POLICY_DATA_KEYS = ("env_id", "normalize_obs", "normalize_reward", "return_scaling", "action_masks")
+# The switches of running statistics: compared as booleans, absent (older checkpoints) meaning off.
+SCALING_KEYS = ("normalize_obs", "normalize_reward", "return_scaling")
 
 
 def plain(value: Any, key: str = "") -> Any:
@@ -41,9 +43,9 @@ def check_compatible(saved: dict[str, Any], current: dict[str, Any], path: str =
     saved_spec, spec = saved.get("env_spec") or {}, current.get("env_spec") or {}
     for key, label in (("env_id", "environment"), ("observation", "observation space"), ("action", "action space"),
                        ("normalize_obs", "data.normalize_obs"), ("normalize_reward", "data.normalize_reward"),
-                       ("action_masks", "data.action_masks")):
+                       ("return_scaling", "data.return_scaling"), ("action_masks", "data.action_masks")):
         was, now = saved_spec.get(key), spec.get(key)
-        if key.startswith("normalize"):  # older checkpoints: absent means off
+        if key in SCALING_KEYS:  # older checkpoints: absent means off
             was, now = bool(was), bool(now)
         if was != now:
             problems.append(f"{label}: checkpoint {was!r}, this run {now!r}")
@@ -59,7 +61,7 @@ def check_compatible(saved: dict[str, Any], current: dict[str, Any], path: str =
 
 def _normal(key: str, value: Any) -> Any:
     """A setting as compared (:func:`plain`), the normalization switches as booleans."""
-    return bool(value) if key in ("normalize_obs", "normalize_reward") else plain(value, key)
+    return bool(value) if key in SCALING_KEYS else plain(value, key)
 
 
 def model_settings_from_checkpoint(saved: dict[str, Any], requested: dict[str, Any], explicit: set[str],

@@ -31,6 +31,14 @@ from lit_ppo.collection.recipe import RolloutRecipe
 from lit_ppo.envs.spaces import spec_from_dict
 
 
+def reward_scaling(normalize_reward: Optional[bool], return_scaling: Optional[bool]) -> tuple[bool, bool]:
+    """``(normalize_reward, return_scaling)`` as they apply, their ``null`` resolved: the critic's targets scaled
+    when neither is set; a config that sets ``normalize_reward`` (all written before 2026-12-06) keeps its meaning."""
+    if return_scaling is None:
+        return_scaling = normalize_reward is None
+    return bool(normalize_reward), return_scaling
+
+
 class PPODataModule(L.LightningDataModule):
     """Environments, rollout settings and the environment-step budget.
 
@@ -42,14 +50,19 @@ class PPODataModule(L.LightningDataModule):
             ``{class_path: gymnasium.wrappers.FrameStackObservation, init_args: {stack_size: 4}}``.
         normalize_obs: normalize vector observations by running mean and std (clip +-10); the statistics are
             the policy's (saved in checkpoints, used unchanged at evaluation). Images and discrete observations
-            pass through unchanged. On by default, as ``normalize_reward`` (see ``docs/results.md``, "Package
-            defaults": on untuned envs they helped more than they cost).
+            pass through unchanged. On by default (see ``docs/results.md``, "Package defaults": on untuned envs it
+            helped more than it cost).
         normalize_reward: divide rewards by the running std of the discounted return (clip +-10); statistics
-            as for ``normalize_obs``.
+            as for ``normalize_obs``. ``null`` (the default): off, unless ``return_scaling`` is off too (below).
         return_scaling: instead of scaling rewards, the critic learns the GAE returns divided by their running std
             and GAE runs on the raw rewards (its values multiplied back by that std): Tianshou's ``return_scaling``,
             part of its MuJoCo recipe. The advantages are then in the rewards' own units (``model.norm_adv`` rescales
-            them if wanted). Needs ``normalize_reward: false``. Off by default.
+            them if wanted). Needs ``normalize_reward`` off. ``null`` (the default): on when neither key is set, off
+            when ``normalize_reward`` is set (so a config written before this default, which sets
+            ``normalize_reward``, keeps its meaning); ``normalize_reward: null, return_scaling: false`` scales
+            nothing. The default since 2026-12-06, which scaled rewards before: reward scaling held HalfCheetah-v5
+            below 2,000 on every run measured, where this scaling of the critic's targets keeps Pendulum-v1's and
+            Ant-v5's gains (:func:`reward_scaling`; ``docs/zoo.md``, "Without a config").
         num_envs: environments per process (rank).
         num_steps: steps per environment in one rollout.
         total_timesteps: the budget: environment steps of all ranks together; training stops after
@@ -87,7 +100,7 @@ class PPODataModule(L.LightningDataModule):
         env_kwargs: Optional[dict[str, Any]] = None,
         wrappers: Optional[list[Union[str, dict[str, Any]]]] = None,
         normalize_obs: bool = True,
-        normalize_reward: bool = True,
+        normalize_reward: Optional[bool] = None,
         num_envs: int = 4,
         num_steps: int = 512,
         total_timesteps: int = 500_000,
@@ -101,7 +114,7 @@ class PPODataModule(L.LightningDataModule):
         seed: Optional[int] = None,
         overlap: bool = False,
         recompute_advantages: bool = False,
-        return_scaling: bool = False,
+        return_scaling: Optional[bool] = None,
     ) -> None:
         super().__init__()
         require(num_envs > 0, "data.num_envs", f"must be positive, got {num_envs}.")
@@ -114,7 +127,8 @@ class PPODataModule(L.LightningDataModule):
         require(vectorization in VECTORIZATION_MODES or isinstance(vectorization, dict) or "." in str(vectorization),
                 "data.vectorization", f"must be one of {VECTORIZATION_MODES} or the class path of a function that "
                 f"returns a gymnasium.vector.VectorEnv, got {vectorization!r}.")
-        require(not (return_scaling and normalize_reward), "data.return_scaling",
+        scale_rewards, scale_returns = reward_scaling(normalize_reward, return_scaling)
+        require(not (scale_returns and scale_rewards), "data.return_scaling",
                 "and data.normalize_reward both rescale what the critic learns; set data.normalize_reward: false "
                 "to scale the critic's targets instead of the rewards (or return_scaling: false).")
         rollout_size = num_envs * num_steps
@@ -127,8 +141,7 @@ class PPODataModule(L.LightningDataModule):
         self.save_hyperparameters()
         # Validates the id and the spaces now, before any Trainer exists; linked into the model by the CLI.
         self.env_spec = describe_spaces(env_id, env_kwargs, wrappers, vectorization, num_envs)
-        self.env_spec.update(normalize_obs=normalize_obs, normalize_reward=normalize_reward,
-                             return_scaling=return_scaling)
+        self.env_spec.update(normalize_obs=normalize_obs, normalize_reward=scale_rewards, return_scaling=scale_returns)
         if action_masks is not None:
             mask_size(spec_from_dict(self.env_spec["action"]), action_masks)  # a space or source without masks fails now
             self.env_spec["action_masks"] = action_masks

@@ -83,8 +83,8 @@ class RolloutRecipe:
                                seed=self.seed)
         collector = RolloutCollector(
             envs, s["num_steps"], s["gamma"], s["gae_lambda"], self.seed, torch.Generator().manual_seed(self.seed),
-            env_id=s["env_id"], rank=self.rank, normalize_reward=s["normalize_reward"],
-            return_scaling=bool(s.get("return_scaling")),
+            env_id=s["env_id"], rank=self.rank, normalize_reward=self.env_spec["normalize_reward"],
+            return_scaling=self.env_spec["return_scaling"],  # as resolved from the settings' nulls
             action_masks=self.mask_reader(), state_size=state_size,
             keep_trace=bool(s.get("recompute_advantages")),
         )

@@ -61,7 +61,9 @@ class PPOModule(L.LightningModule):
         clip_vloss: clip the value update around the rollout's values: ``false`` (SB3's default), a range (SB3's
             ``clip_range_vf``) or ``true`` (CleanRL's: ``clip_coef`` as configured); never annealed.
         vf_coef: weight of the value loss.
-        ent_coef: entropy bonus weight; ``null``: 0.01 for Box actions, 0 for discrete (:func:`~lit_ppo.learning.objective.default_ent_coef`).
+        ent_coef: entropy bonus weight; ``null``: 0.01 for Box actions, 0 for discrete
+            (:func:`~lit_ppo.learning.objective.default_ent_coef`: the default from 2026-12-03 to 2026-12-06, kept for
+            the configs and checkpoints that hold it). 0 by default, as SB3's: with the KL stop below it won Ant-v5.
         max_grad_norm: clip the global gradient norm of every update to this (``null``: no clipping).
         norm_adv: normalize advantages per minibatch.
         decoupled: with ``data.overlap``, clip around the learner's policy at the update's start and weight each sample
@@ -70,7 +72,10 @@ class PPOModule(L.LightningModule):
         decoupled_max_weight: truncate those importance weights at this value in the surrogate, as V-trace truncates
             its ratios (``null``: unbounded); ``stats/truncated_weights`` logs the share of samples truncated.
         target_kl: SB3's early stop: a minibatch whose approx KL (before its step) exceeds ``1.5 * target_kl`` ends
-            the rollout's updates unapplied (None: off); ``stats/updates`` logs how many were applied.
+            the rollout's updates unapplied (``null``: off); ``stats/updates`` logs how many were applied. 0.02 by
+            default: it holds the step that observation and return normalization free (``docs/zoo.md``, "Without a
+            config"). Costs a host sync per minibatch (and a reduce
+            across DDP ranks, so that every rank stops at the same update).
         actor_device: where the rollout's policy acts (environments always step on the CPU): ``cpu`` (a CPU copy
             of the learner's weights, refreshed once per rollout), ``learner`` (the learner's network on its
             accelerator: an upload and a download every step), ``auto`` (measured at the first rollout; the
@@ -100,10 +105,10 @@ class PPOModule(L.LightningModule):
         anneal_clip: bool = False,
         clip_vloss: Union[bool, float] = False,
         vf_coef: float = 0.5,
-        ent_coef: Optional[float] = None,
+        ent_coef: Optional[float] = 0.0,
         max_grad_norm: Optional[float] = 0.5,
         norm_adv: bool = True,
-        target_kl: Optional[float] = None,
+        target_kl: Optional[float] = 0.02,
         decoupled: bool = False,
         decoupled_max_weight: Optional[float] = 2.0,
         actor_device: str = "cpu",

@@ -16,16 +16,15 @@ from lit_ppo.envs.spaces import BoxSpec, spec_from_dict
 
 
 
-# model.ent_coef's default: 0.01 for continuous (Box, Gaussian) actions, 0 otherwise (SB3's 0). Without a bonus the
-# Gaussian's std collapsed early on LunarLanderContinuous-v3 and seeds stalled hovering; 0.01 (RL-Zoo's tuned value
-# there) lifted seeds 1-3 from 148.0 to 189.9 (seeds 1-5: 166.5 -> 194.5), against SB3's own defaults' 186.5 on
-# the same machine, and changed nothing beyond noise on Pendulum, Reacher and InvertedPendulum; on the discrete
-# LunarLander it cost 24 points (263.8 -> 239.9), so discrete actions keep 0 (docs/notebook/results.md, continuous control).
+# model.ent_coef: null, the default from 2026-12-03 to 2026-12-06 (kept for the configs and checkpoints holding it):
+# 0.01 for continuous (Box, Gaussian) actions, 0 otherwise. It lifted LunarLanderContinuous-v3 (seeds 1-3: 148.0 ->
+# 189.9) but cost Ant-v5 most of its score (31.0 with it, 244.6 without, seed 1); the default is now 0 with a KL
+# stop (model.target_kl) instead (docs/notebook/results.md, "Package defaults").
 CONTINUOUS_ENT_COEF = 0.01
 
 
 def default_ent_coef(action: dict[str, Any]) -> float:
-    """The entropy weight ``model.ent_coef: null`` (the default) means for an action space (``env_spec["action"]``)."""
+    """The entropy weight ``model.ent_coef: null`` means for an action space (``env_spec["action"]``)."""
     return CONTINUOUS_ENT_COEF if isinstance(spec_from_dict(action), BoxSpec) else 0.0
 
 

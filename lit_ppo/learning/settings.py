@@ -21,10 +21,10 @@ class PPOSettings:
     anneal_clip: bool = False
     clip_vloss: Union[bool, float] = False
     vf_coef: float = 0.5
-    ent_coef: Optional[float] = None
+    ent_coef: Optional[float] = 0.0
     max_grad_norm: Optional[float] = 0.5
     norm_adv: bool = True
-    target_kl: Optional[float] = None
+    target_kl: Optional[float] = 0.02
     decoupled: bool = False
     decoupled_max_weight: Optional[float] = 2.0
     on_nonfinite: str = "stop"
