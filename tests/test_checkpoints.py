@@ -356,4 +356,8 @@ def test_a_checkpoint_written_before_the_package_had_rooms_still_resumes(cli, tm
     resumed = torch.load(tmp_path / "ckpt/last.ckpt", weights_only=False)
     assert resumed["global_step"] == 4 * 20, done.stderr
     assert [float(steps) for steps, _ in returns_by_step(tmp_path / "logs")] == [768, 1024]
+    # without the config: its env_spec predates data.return_scaling (on by default since), and absent means off
+    validate = cli("validate", "--ckpt_path", str(old), "--data.eval_episodes", "2", "--trainer.logger", "false",
+                   cwd=tmp_path)
+    assert "data.return_scaling: False (not True)" in validate.stderr
     assert sha(old) == before  # read, never written

@@ -3,8 +3,8 @@ config it was trained with).
 
 One rule for every setting that changes what a trained policy means: its environment (``data.env_id``, whose
 spaces the policy was built for), its network (``model.hidden_sizes``, ``encoder``, ``activation``, ``network``,
-``recurrent``), its running statistics (``data.normalize_obs``, ``data.normalize_reward``) and its action masks
-(``data.action_masks``):
+``recurrent``), its running statistics (``data.normalize_obs``, ``data.normalize_reward``, ``data.return_scaling``,
+compared as they apply) and its action masks (``data.action_masks``):
 
 - **not set** (in no config file and not on the command line): the checkpoint's value is used, said once on stderr;
 - **set to the checkpoint's value**: nothing to say;
@@ -83,8 +83,8 @@ def data_settings_from_checkpoint(saved_spec: dict[str, Any], requested: dict[st
     each one not set that differs; one set to another value is refused, the environment first."""
     taken = {}
     for key in POLICY_DATA_KEYS:
-        if key not in saved_spec and key != "action_masks":  # a checkpoint older than the setting
-            continue
+        if key not in saved_spec and key not in SCALING_KEYS and key != "action_masks":  # older than the setting
+            continue  # (an absent scaling switch means off: the defaults may since have turned one on)
         was, now = _normal(key, saved_spec.get(key)), _normal(key, requested.get(key))
         if was == now:
             continue

@@ -53,7 +53,7 @@ class PPODataModule(L.LightningDataModule):
             pass through unchanged. On by default (see ``docs/results.md``, "Package defaults": on untuned envs it
             helped more than it cost).
         normalize_reward: divide rewards by the running std of the discounted return (clip +-10); statistics
-            as for ``normalize_obs``. ``null`` (the default): off, unless ``return_scaling`` is off too (below).
+            as for ``normalize_obs``. ``null`` (the default): off (see ``return_scaling``).
         return_scaling: instead of scaling rewards, the critic learns the GAE returns divided by their running std
             and GAE runs on the raw rewards (its values multiplied back by that std): Tianshou's ``return_scaling``,
             part of its MuJoCo recipe. The advantages are then in the rewards' own units (``model.norm_adv`` rescales
