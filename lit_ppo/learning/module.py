@@ -74,8 +74,8 @@ class PPOModule(L.LightningModule):
         target_kl: SB3's early stop: a minibatch whose approx KL (before its step) exceeds ``1.5 * target_kl`` ends
             the rollout's updates unapplied (``null``: off); ``stats/updates`` logs how many were applied. 0.02 by
             default: it holds the step that observation and return normalization free (``docs/zoo.md``, "Without a
-            config"). Costs a host sync per minibatch (and a reduce
-            across DDP ranks, so that every rank stops at the same update).
+            config"). Costs a host sync per minibatch (and a reduce across DDP ranks, so that every rank stops at
+            the same update).
         actor_device: where the rollout's policy acts (environments always step on the CPU): ``cpu`` (a CPU copy
             of the learner's weights, refreshed once per rollout), ``learner`` (the learner's network on its
             accelerator: an upload and a download every step), ``auto`` (measured at the first rollout; the
