@@ -6,7 +6,7 @@ from torch.utils.data import DataLoader, IterableDataset
 
 from lit_ppo import PPOModule
 from lit_ppo.collection.rollout import SAMPLE, Rollout, fields_with_role
-from lit_ppo.envs.make import describe_spaces
+from lit_ppo.envs.env_spec import describe_spaces
 
 ITERATIONS, ENVS, STEPS = 4, 2, 8
 B = ENVS * STEPS

@@ -17,7 +17,8 @@ from gymnasium.vector.utils import concatenate, create_empty_array
 import lit_ppo
 from lit_ppo import PPODataModule, PPOModule
 from lit_ppo.networks.distributions import BernoulliHead, DiagGaussianHead, MultiCategoricalHead
-from lit_ppo.envs.make import describe_spaces, make_vector_env
+from lit_ppo.envs.env_spec import describe_spaces
+from lit_ppo.envs.make import make_vector_env
 from lit_ppo.errors import ConfigError
 from lit_ppo.collection.evaluation import evaluate_policy
 from lit_ppo.networks.actor_critic import ActorCritic

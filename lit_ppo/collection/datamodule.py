@@ -23,7 +23,8 @@ from torch.utils.data import DataLoader
 from lit_ppo.collection.acting import PolicyPlacement
 from lit_ppo.collection.action_masks import mask_size
 from lit_ppo.checkpointing.rng import global_rng_states, set_global_rng_states
-from lit_ppo.envs.make import VECTORIZATION_MODES, describe_spaces, make_evaluation_env
+from lit_ppo.envs.env_spec import describe_spaces
+from lit_ppo.envs.make import VECTORIZATION_MODES, make_evaluation_env
 from lit_ppo.collection.datasets import EvaluationDataset, RolloutDataset
 from lit_ppo.errors import ConfigError, require
 from lit_ppo.collection.overlap.dataset import OverlappedRolloutDataset

@@ -39,8 +39,8 @@ from lit_ppo.networks.distributions import CategoricalHead, make_head
 
 def env_spaces(data: dict[str, Any]) -> tuple[spaces.Space, spaces.Space]:
     """The single-environment spaces of the data settings ``data`` (a checkpoint's ``datamodule_hyper_parameters``),
-    made as training made its environments (:func:`lit_ppo.envs.make.env_spaces`)."""
-    from lit_ppo.envs.make import env_spaces as spaces_of
+    made as training made its environments (:func:`lit_ppo.envs.env_spec.env_spaces`)."""
+    from lit_ppo.envs.env_spec import env_spaces as spaces_of
 
     return spaces_of(data.get("env_id", "CartPole-v1"), data.get("env_kwargs"), data.get("wrappers"),
                      data.get("vectorization", "sync"), data.get("num_envs", 1))
