@@ -30,9 +30,15 @@ and SB3's settings with reward scaling), ``lit_ent0_anneal`` / ``lit_tkl`` / ``l
 annealed without the bonus; SB3's KL early stop at 0.02, with and without the bonus),
 ``lit_ent0_tkl05`` / ``lit_ent0_tkl01`` / ``lit_ent0_tkl_lr1e4`` / ``lit_ent0_tkl_no_rs`` (``lit_ent0_tkl`` with a stop
 at 0.05 or 0.01, lr 1e-4, or no reward scaling: for HalfCheetah-v5), ``lit_ent0_tkl_rets`` (the critic's
-targets scaled by the returns' std instead of the rewards), ``sb3`` (SB3's
+targets scaled by the returns' std instead of the rewards: the defaults since 2026-12-06),
+``lit_defaults_no_tkl`` / ``lit_defaults_1env`` / ``lit_defaults_no_obs_norm`` (today's defaults with one difference
+from SB3's undone: no KL stop, one env x 2,048 steps, no observation normalization: for Swimmer-v5), ``sb3`` (SB3's
 ``PPO("MlpPolicy")`` with its defaults on one env, as SB3's docs run it). Needs the bench extra (and box2d for
 LunarLander). The study behind today's defaults: ``docs/results.md``, "Package defaults".
+
+A lit_ppo run stopped part-way (its directory has ``checkpoints/last.ckpt`` but no row) continues from that
+checkpoint (``--ckpt_path last``; resuming is bit-identical on one machine); its ``wall_s`` is then the last
+attempt's only.
 """
 
 import argparse
@@ -122,17 +128,21 @@ ARMS = {
     "sb3": None,
 }
 EVAL_EPISODES = 20
+# lit_ppo's refusal to resume a fit that has spent its budget: a run stopped after its fit, before its evaluation
+FIT_DONE = "which leaves less than one rollout"
 
 
 def lit_run(env_id: str, steps: int, seed: int, overrides: list, cwd: Path) -> float:
+    # a run stopped part-way left its last.ckpt: continue it, where a fresh fit would refuse the used directory
+    resume = ["--ckpt_path", "last"] if (cwd / "checkpoints" / "last.ckpt").exists() else []
     cwd.mkdir(parents=True, exist_ok=True)
     common = ["--data.env_id", env_id, "--seed_everything", str(seed), "--trainer.enable_progress_bar", "false"]
-    for args in (["fit", *common, "--data.total_timesteps", str(steps), *overrides],
+    for args in (["fit", *common, "--data.total_timesteps", str(steps), *overrides, *resume],
                  ["validate", *common, *overrides, "--data.eval_episodes", str(EVAL_EPISODES), "--trainer.logger",
                   "false", "--ckpt_path", "checkpoints/last.ckpt"]):
         proc = subprocess.run([sys.executable, "-m", "lit_ppo", *args], cwd=cwd, env=child_env(), capture_output=True,
                               text=True)
-        if proc.returncode != 0:
+        if proc.returncode != 0 and not (resume and args[0] == "fit" and FIT_DONE in proc.stderr):
             raise SystemExit(f"lit_ppo {' '.join(args)} failed:\n{proc.stderr[-3000:]}")
     return float(re.search(r"eval/return_mean\s*│?\s*([-\d.]+)", proc.stdout).group(1))
 

@@ -209,6 +209,10 @@ def test_defaults_study_runs_records_and_skips_finished_runs(tmp_path):
     assert out.splitlines()[-1].startswith("| CartPole-v1, 2,048 | ")  # the run's row of the table
     run("defaults.py", *args)  # finished runs are skipped, not appended again
     assert len(out_file.read_text().splitlines()) == 1
+    # a run stopped after its fit (its last.ckpt there, no row) continues from the checkpoint: the same policy
+    out_file.write_text("")
+    run("defaults.py", *args)
+    assert [json.loads(line)["eval"] for line in out_file.read_text().splitlines()] == [rows[0]["eval"]]
 
 
 def test_the_defaults_table_gives_each_arms_mean_and_seeds_and_a_dash_where_none_ran(monkeypatch):
