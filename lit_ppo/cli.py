@@ -137,15 +137,6 @@ class PPOCLI(LightningCLI):
 
     def before_fit(self) -> None:
         self._check_placement()
-        hparams = self.model.hparams
-        if getattr(self.datamodule, "hparams", {}).get("overlap") and hparams.target_kl is not None \
-                and not hparams.decoupled:
-            # Cleanba's clip measures the KL from the acting policy, one version behind the learner: that lag spends
-            # part of the stop's budget before the first update (not measured on the suite yet)
-            rank_zero_warn(f"lit_ppo: model.target_kl {hparams.target_kl} with data.overlap measures each update's "
-                           "approx KL from the policy that acted, one version behind, so the lag counts against the "
-                           "stop. Set model.decoupled: true to measure it from the learner's policy, or "
-                           "model.target_kl: null for no stop.")
         check_fresh_checkpoint_dirs(self.trainer, resuming=self.config["fit"].get("ckpt_path") is not None)
 
     # LightningCLI calls before_<subcommand>() after instantiating everything, before the Trainer runs.

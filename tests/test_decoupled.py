@@ -3,6 +3,7 @@ update's start and each sample's surrogate is weighted by its ratio to the behav
 
 import math
 
+import lightning as L
 import pytest
 import torch
 
@@ -57,8 +58,42 @@ def test_an_overlapped_update_starts_unclipped_around_the_learners_policy_and_we
 
 
 def test_decoupling_is_off_by_default(no_child_left):
-    model, _ = fit(iterations=2)  # overlapped: Cleanba's clip unless asked
-    assert "stats/lag_kl" not in model.rollout_metrics
+    model, _ = fit(iterations=2, model_kwargs={"target_kl": None})  # overlapped: Cleanba's clip unless asked
+    assert "stats/lag_kl" not in model.rollout_metrics  # and without a KL stop, no proximal pass at all
+
+
+def test_the_kl_measures_from_the_learners_policy_where_the_clip_is_around_an_older_one():
+    args = three_samples([1.0, 1.0, 1.0])
+    del args["importance_weights"]  # Cleanba's clip: around the acting policy, ratios .5, 1, 1.5
+    # the learner's policy at the update's start is the new one: KL 0, whatever the acting policy's lag
+    t = ppo_loss_terms(**args, kl_logprob=args["new_logprob"].clone())
+    assert t.approx_kl.item() == 0.0 and t.clip_fraction.item() == pytest.approx(2 / 3, abs=1e-6)
+    # twice as likely at the start (log 2 - 1): ratios .25, .5, .75 to it
+    t = ppo_loss_terms(**args, kl_logprob=torch.full((3,), math.log(2.0) - 1.0))
+    assert t.approx_kl.item() == pytest.approx(sum(r - 1 - math.log(r) for r in (0.25, 0.5, 0.75)) / 3, abs=1e-6)
+    assert ppo_loss_terms(**args).approx_kl.item() == pytest.approx(  # without it: from the acting policy
+        ((-0.5 - math.log(0.5)) + (0.5 - math.log(1.5))) / 3, abs=1e-6)
+
+
+class StepsPerRollout(L.Callback):
+    def __init__(self) -> None:
+        self.steps, self.before = [], 0
+
+    def on_train_batch_start(self, trainer, pl_module, batch, batch_idx) -> None:
+        self.before = trainer.global_step
+
+    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
+        self.steps.append(trainer.global_step - self.before)
+
+
+def test_the_kl_stop_under_cleanbas_clip_measures_each_update_not_the_acting_policys_lag(no_child_left):
+    # A stop so tight that any step passes it: a synchronous rollout applies exactly one update (test_updates.py).
+    # Measured from the policy that acted, one version behind, the lag alone would pass it before the first update
+    # of every rollout after the first, which would then apply none.
+    counted = StepsPerRollout()
+    model, _ = fit(iterations=4, callbacks=[counted], model_kwargs={"target_kl": 1e-9})
+    assert counted.steps == [1, 1, 1, 1]
+    assert model.rollout_metrics["stats/lag_kl"] > 0  # the acting policy was behind the learner's
 
 
 def test_decoupled_setting_leaves_a_synchronous_fit_bit_identical():

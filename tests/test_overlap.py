@@ -6,7 +6,6 @@ import signal
 import subprocess
 import sys
 import time
-import warnings
 
 import lightning as L
 import pytest
@@ -246,17 +245,3 @@ def test_the_collector_process_imports_no_lightning():
             "print(sorted(m for m in sys.modules if m.split('.')[0] in ('lightning', 'pytorch_lightning')))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=REPO).stdout
     assert out.strip() == "[]"
-
-
-def test_the_default_kl_stop_with_cleanbas_clip_is_warned_of_and_not_with_decoupled_ppo(cli_in_process, tmp_path,
-                                                                                       no_child_left):
-    # model.target_kl (0.02 by default) under Cleanba's clip is measured from the acting policy, one version behind
-    fit = ["fit", "--data.overlap", "true", "--data.num_steps", "16", "--data.minibatch_size", "16",
-           "--data.total_timesteps", "128", "--trainer.logger", "false", "--trainer.enable_progress_bar", "false",
-           "--trainer.enable_checkpointing", "false"]
-    with pytest.warns(UserWarning, match="model.target_kl 0.02 with data.overlap .* model.decoupled: true"):
-        assert cli_in_process(*fit, cwd=tmp_path).returncode == 0
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        assert cli_in_process(*fit, "--model.decoupled", "true", cwd=tmp_path).returncode == 0
-    assert not [w for w in caught if "model.target_kl" in str(w.message)]

@@ -55,6 +55,10 @@ class Rollout:
             (:mod:`lit_ppo.networks.recurrent`). Empty for a feed-forward policy.
         importance_weights: ``[B]`` float, each sample's surrogate weight ``pi_prox / pi_behaviour`` of decoupled
             PPO (:mod:`lit_ppo.learning.decoupled`), set by the learner; empty otherwise.
+        proximal_logprobs: ``[B]`` float, the learner's log-probabilities at the start of the update, where the clip
+            stays around the acting policy's ``logprobs`` (``data.overlap`` with Cleanba's clip and a KL stop): what
+            ``stats/approx_kl`` and ``model.target_kl`` measure from (:mod:`lit_ppo.learning.decoupled`), set by the
+            learner; empty otherwise.
 
     Recurrent policies only:
         recurrent_states: ``[num_envs, state_size]``, each environment's recurrent state before the rollout's first
@@ -115,6 +119,7 @@ class Rollout:
     episode_starts: Tensor = _tensor(SAMPLE, empty=((0,), torch.bool))
     recurrent_states: Tensor = _tensor(PER_ENV, empty=((0, 0), torch.float32))
     importance_weights: Tensor = _tensor(SAMPLE, empty=((0,), torch.float32))
+    proximal_logprobs: Tensor = _tensor(SAMPLE, empty=((0,), torch.float32))
     rewards: Tensor = _tensor(TRACE, empty=((0,), torch.float32))
     terminated: Tensor = _tensor(TRACE, empty=((0,), torch.bool))
     dones: Tensor = _tensor(TRACE, empty=((0,), torch.bool))

@@ -17,11 +17,19 @@ truncates its importance ratios at rho-bar: above it the sample counts as if the
 likely as the behaviour one to take its action. With one update of lag the weights sit near 1 (a PPO update moves
 each ratio by about the clip's 0.2), so the bound acts on the tail only; ``stats/truncated_weights`` says how much.
 The rollout keeps the true weights (``stats/lag_kl`` is measured on them); the bound is the objective's.
+
+With Cleanba's clip (``model.decoupled: false``) the KL early stop (``model.target_kl``) would measure each step from
+the acting policy too, so the lag alone could spend its budget: on Pendulum-v1 with the package defaults, 5 of 48
+overlapped rollouts applied 0-8 of their 320 updates, against 1 of 48 synchronous (seed 1, 100k steps). Where a stop
+is set, the learner's own log-probabilities at the update's start are computed as here (:func:`measure_kl_from_learner`)
+and the stop, and ``stats/approx_kl``, measure from them, as they do synchronously: the same forward pass, ~3% of an
+update (``benchmarks/archive/decoupled_cost.py``).
 """
 
 import dataclasses
 
 import torch
+from torch import Tensor
 
 from lit_ppo.collection.rollout import Rollout
 from lit_ppo.learning.losses import weighted_mean
@@ -29,10 +37,9 @@ from lit_ppo.networks.actor_critic import ActorCritic
 
 
 @torch.no_grad()
-def decouple(policy: ActorCritic, rollout: Rollout) -> Rollout:
-    """``rollout`` with the proximal policy's log-probabilities and values in place of the behaviour policy's (so the
-    ratio, its clip, ``approx_kl`` and a value clip are taken around them) and ``importance_weights``
-    ``exp(logprob_prox - logprob_behaviour)`` for the surrogate.
+def proximal(policy: ActorCritic, rollout: Rollout) -> tuple[Tensor, Tensor]:
+    """The proximal policy's (``policy``'s, the learner's as the update starts) log-probabilities and values of the
+    rollout's samples.
 
     One forward pass over the rollout, minibatch by minibatch in the first pass's order (a partition of the rollout;
     recurrent: whole environment sequences, as the update replays them), under the caller's autocast."""
@@ -41,14 +48,31 @@ def decouple(policy: ActorCritic, rollout: Rollout) -> Rollout:
         mb = rollout.minibatch(index)
         logprob, _, value = policy.evaluate(mb.obs, mb.actions, mb.action_masks, mb.recurrent_states, mb.episode_starts)
         logprobs[index], values[index] = logprob.to(logprobs.dtype), value.to(values.dtype)
+    return logprobs, values
+
+
+def decouple(policy: ActorCritic, rollout: Rollout) -> Rollout:
+    """``rollout`` with the proximal policy's log-probabilities and values in place of the behaviour policy's (so the
+    ratio, its clip, ``approx_kl`` and a value clip are taken around them) and ``importance_weights``
+    ``exp(logprob_prox - logprob_behaviour)`` for the surrogate."""
+    logprobs, values = proximal(policy, rollout)
     weights = (logprobs.float() - rollout.logprobs.float()).exp()
     return dataclasses.replace(rollout, logprobs=logprobs, values=values, importance_weights=weights)
+
+
+def measure_kl_from_learner(policy: ActorCritic, rollout: Rollout) -> Rollout:
+    """``rollout`` with ``proximal_logprobs``: Cleanba's clip stays around the acting policy, the KL stop and
+    ``stats/approx_kl`` measure from the learner's policy at the update's start."""
+    return dataclasses.replace(rollout, proximal_logprobs=proximal(policy, rollout)[0])
 
 
 def lag_kl(rollout: Rollout) -> float:
     """The approximate KL of the proximal policy from the behaviour one, ``mean((w - 1) - log w)`` over the real
     transitions: how far the learner had moved from the policy that acted (``stats/lag_kl``)."""
-    w = rollout.importance_weights.double()
+    if rollout.importance_weights.numel():
+        w = rollout.importance_weights.double()
+    else:  # Cleanba's clip, measured from the learner (measure_kl_from_learner)
+        w = (rollout.proximal_logprobs.double() - rollout.logprobs.double()).exp()
     mean = weighted_mean(rollout.weights.double() if rollout.weights.numel() else None)
     return float(mean((w - 1.0) - w.log()))
 

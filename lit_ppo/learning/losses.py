@@ -53,11 +53,14 @@ def ppo_loss_terms(
     weights: Optional[Tensor] = None,
     importance_weights: Optional[Tensor] = None,
     max_importance_weight: Optional[float] = None,
+    kl_logprob: Optional[Tensor] = None,
 ) -> PPOLossTerms:
     """All terms in fp32 whatever the autocast state, so ``exp(log_ratio)`` cannot overflow in half precision.
     With ``weights``, every term is a mean over the samples weighted by them (a reset step's weight is 0). With
     ``importance_weights`` (decoupled PPO, :mod:`lit_ppo.learning.decoupled`), each sample's clipped surrogate is multiplied
-    by its weight, truncated at ``max_importance_weight`` where given; ``old_logprob`` is then the proximal policy's."""
+    by its weight, truncated at ``max_importance_weight`` where given; ``old_logprob`` is then the proximal policy's.
+    ``approx_kl`` measures from ``kl_logprob`` where given (the learner's policy at the update's start, when the clip
+    is around an older acting policy's ``old_logprob``), else from ``old_logprob``."""
     mean = weighted_mean(weights)
     new_logprob, old_logprob = new_logprob.float(), old_logprob.float()
     advantages, new_values = advantages.float(), new_values.float()
@@ -74,6 +77,7 @@ def ppo_loss_terms(
         clipped = old_values + (new_values - old_values).clamp(-value_clip_coef, value_clip_coef)
         value_error = torch.max(value_error, (clipped - returns) ** 2)
     with torch.no_grad():
-        approx_kl = mean((ratio - 1.0) - log_ratio)
+        kl_log_ratio = log_ratio if kl_logprob is None else new_logprob - kl_logprob.float()
+        approx_kl = mean(kl_log_ratio.exp() - 1.0 - kl_log_ratio)
         clip_fraction = mean(((ratio - 1.0).abs() > clip_coef).float())
     return PPOLossTerms(mean(surrogate), 0.5 * mean(value_error), mean(entropy.float()), approx_kl, clip_fraction)

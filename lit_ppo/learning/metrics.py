@@ -55,8 +55,9 @@ class UpdateSummary:
         metrics.update({"stats/explained_variance": self.rollout.explained_variance, "stats/clip_coef": self.clip_coef,
                         "stats/lr": self.lr, **{f"time/{key}": value for key, value in self.rollout.timings.items()},
                         "time/learn_ms": self.learn_ms})
-        if self.rollout.importance_weights.numel():
+        if self.rollout.importance_weights.numel() or self.rollout.proximal_logprobs.numel():
             metrics["stats/lag_kl"] = lag_kl(self.rollout)
+        if self.rollout.importance_weights.numel():
             if self.max_weight is not None:
                 metrics["stats/truncated_weights"] = truncated_share(self.rollout, self.max_weight)
         if self.agents:

@@ -24,7 +24,7 @@ from lit_ppo.collection.teardown import CloseEnvironmentsOnError
 from lit_ppo.checkpointing.callbacks import SaveLastOnStop
 from lit_ppo.checkpointing.settings import check_compatible
 from lit_ppo.classpath import ClassPathConfig
-from lit_ppo.learning.decoupled import decouple
+from lit_ppo.learning.decoupled import decouple, measure_kl_from_learner
 from lit_ppo.errors import ConfigError
 from lit_ppo.learning.metrics import RecentEpisodes, RolloutLogging, UpdateSummary
 from lit_ppo.learning.objective import PPOObjective, default_ent_coef
@@ -75,7 +75,8 @@ class PPOModule(L.LightningModule):
             the rollout's updates unapplied (``null``: off); ``stats/updates`` logs how many were applied. 0.02 by
             default: it holds the step that observation and return normalization free (``docs/zoo.md``, "Without a
             config"). Costs a host sync per minibatch (and a reduce across DDP ranks, so that every rank stops at
-            the same update).
+            the same update). With ``data.overlap`` the KL is measured from the learner's policy at the update's
+            start, not from the older policy that acted (:mod:`lit_ppo.learning.decoupled`).
         actor_device: where the rollout's policy acts (environments always step on the CPU): ``cpu`` (a CPU copy
             of the learner's weights, refreshed once per rollout), ``learner`` (the learner's network on its
             accelerator: an upload and a download every step), ``auto`` (measured at the first rollout; the
@@ -181,6 +182,8 @@ class PPOModule(L.LightningModule):
         lr, clip_coef = self.ppo.annealed(rollout.budget_fraction)  # annealing follows the budget
         if self.ppo.decoupled and rollout.policy_lag:
             rollout = decouple(self.policy, rollout)
+        elif self.ppo.target_kl is not None and rollout.policy_lag:  # Cleanba's clip: the stop still measures the
+            rollout = measure_kl_from_learner(self.policy, rollout)  # update's own KL, not the acting policy's lag
         sums, updates, skipped = self._update(rollout, lr, clip_coef)
         self.nonfinite.check_rollout(sums, list(self.policy.parameters()), updates, skipped, rollout.nonfinite,
                                      self.trainer.strategy, self.current_epoch + 1, self.global_step)

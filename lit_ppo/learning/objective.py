@@ -77,7 +77,7 @@ class PPOObjective:
         terms = ppo_loss_terms(logprob, mb.logprobs, mb.advantages, entropy, new_values, mb.values, mb.returns,
                                clip_coef=clip_coef, value_clip_coef=self.value_clip, weights=mb.weights,
                                importance_weights=mb.importance_weights,
-                               max_importance_weight=self.max_importance_weight)
+                               max_importance_weight=self.max_importance_weight, kl_logprob=mb.proximal_logprobs)
         loss = terms.policy + self.vf_coef * terms.value
         if self.ent_coef:  # with no bonus, backward does not go through the entropy at all
             loss = loss - self.ent_coef * terms.entropy
