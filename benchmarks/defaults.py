@@ -32,7 +32,8 @@ annealed without the bonus; SB3's KL early stop at 0.02, with and without the bo
 at 0.05 or 0.01, lr 1e-4, or no reward scaling: for HalfCheetah-v5), ``lit_ent0_tkl_rets`` (the critic's
 targets scaled by the returns' std instead of the rewards: the defaults since 2026-12-06),
 ``lit_defaults_no_tkl`` / ``lit_defaults_1env`` / ``lit_defaults_no_obs_norm`` (today's defaults with one difference
-from SB3's undone: no KL stop, one env x 2,048 steps, no observation normalization: for Swimmer-v5), ``sb3`` (SB3's
+from SB3's undone: no KL stop, one env x 2,048 steps, no observation normalization: for Swimmer-v5),
+``lit_defaults_overlap`` (today's defaults with ``data.overlap``), ``sb3`` (SB3's
 ``PPO("MlpPolicy")`` with its defaults on one env, as SB3's docs run it). Needs the bench extra (and box2d for
 LunarLander). The study behind today's defaults: ``docs/results.md``, "Package defaults".
 
@@ -125,6 +126,8 @@ ARMS = {
     "lit_defaults_no_tkl": ["--model.target_kl", "null"],
     "lit_defaults_1env": ["--data.num_envs", "1", "--data.num_steps", "2048"],  # SB3's one env x 2,048 steps
     "lit_defaults_no_obs_norm": ["--data.normalize_obs", "false"],
+    # today's defaults overlapped (Cleanba's clip; since 1315c17 the KL stop measures from the learner's policy)
+    "lit_defaults_overlap": ["--data.overlap", "true"],
     "sb3": None,
 }
 EVAL_EPISODES = 20
