@@ -11,6 +11,7 @@ import lightning as L
 import pytest
 import torch
 
+from lit_ppo.errors import ConfigError
 from lit_ppo import PPODataModule, PPOModule
 from lit_ppo.networks.actor_critic import ActorCritic
 from lit_ppo.collection.overlap.dataset import snapshot
@@ -95,7 +96,7 @@ def test_recurrent_masked_normalized_and_bf16_runs_keep_the_lag_and_evaluate_wit
     versions = Versions()
     model, _ = fit(iterations=4, num_steps=16, callbacks=[versions], env_id="tests.masked_envs:LitPPOTest/InvalidActions-v0",
                    action_masks="method", minibatch_size=32, model_kwargs={"recurrent": {"cell": "gru", "hidden_size": 8}},
-                   trainer_kwargs={"precision": "bf16-mixed", "check_val_every_n_epoch": 2})
+                   trainer_kwargs={"precision": "bf16-mixed", "check_val_every_n_epoch": 2}, normalize_reward=True)
     assert all(torch.isfinite(p).all() for p in model.parameters())
     assert model.policy.encoder.obs_rms.count > 0  # observation statistics reached the learner
     # every stored action was valid under the mask it was chosen with
@@ -106,6 +107,12 @@ def test_recurrent_masked_normalized_and_bf16_runs_keep_the_lag_and_evaluate_wit
     # recurrent state rollout 2 starts from is the collector's, carried over
     assert versions.rollouts[2].recurrent_states.abs().sum() > 0
     assert "eval/return_mean" in model.trainer.callback_metrics  # validation during fit, in the learner's process
+
+
+def test_a_recurrent_overlapped_fit_with_the_critics_targets_scaled_is_refused_naming_the_keys(no_child_left):
+    # its lagged rollouts' advantages would have to be recomputed by the learner's critic, value by value
+    with pytest.raises(ConfigError, match="data.overlap: with data.return_scaling .* data.normalize_reward: true"):
+        fit(iterations=2, num_steps=16, minibatch_size=32, model_kwargs={"recurrent": {"cell": "gru", "hidden_size": 8}})
 
 
 def test_same_seed_same_parameters_and_stop_resume_is_bit_identical(cli_in_process, tmp_path, no_child_left):

@@ -52,6 +52,43 @@ def test_advantages_are_raw_and_the_critics_targets_are_the_returns_over_the_sca
     torch.testing.assert_close(per_env(raw_returns, steps)[0][:3], torch.tensor([1.75, 1.5, 1.0]))
 
 
+def test_a_rollout_acted_in_an_older_scale_is_rescaled_to_the_learners():
+    from lit_ppo.collection.rollout import Rollout
+    from lit_ppo.learning.decoupled import in_learner_units
+
+    policy = ActorCritic(BoxSpec((1,)), DiscreteSpec(2), [4], return_scaling=True)
+    policy.update_normalization(torch.zeros(4, 1), torch.tensor([0.0, 8.0, 0.0, 8.0]))  # var 16: the learner's std 4
+    t = torch.tensor
+    rollout = Rollout(obs=torch.zeros(2, 1), actions=t([0, 1]), logprobs=t([-0.7, -0.7]), values=t([1.0, 2.0]),
+                      advantages=t([1.0, 1.0]), returns=t([3.0, 4.0]), minibatch_indices=t([[[0, 1]]]),
+                      reward_returns=t([6.0, 8.0]), episode_returns=t([]), episode_lengths=t([]), value_scale=2.0,
+                      policy_lag=1)
+    rescaled = in_learner_units(policy, rollout)  # in units of 2 when acted: half as many units of 4
+    torch.testing.assert_close(rescaled.values, t([0.5, 1.0]))
+    torch.testing.assert_close(rescaled.returns, t([1.5, 2.0]))
+    assert rescaled.value_scale == pytest.approx(4.0) and torch.equal(rescaled.advantages, rollout.advantages)
+    assert in_learner_units(policy, rescaled) is rescaled  # the learner's own units: unchanged
+
+
+def test_overlapped_returns_do_not_feed_back_into_the_scale(no_child_left):
+    # Pendulum's discounted returns are above -16.3 / (1 - 0.99) = -1,627; a synchronous fit of the defaults
+    # bootstraps past that early (its rollouts' mean GAE return reaches ~-2,240, then recovers). Overlapped, before a
+    # lagged rollout's advantages came from the learner's critic, the acting critic's values, multiplied by a std
+    # that its own returns had just inflated, fed back: -3,542 by the 6th rollout, -129,700 by the 12th.
+    means = []
+
+    class Returns(L.Callback):
+        def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
+            means.append(float(pl_module.policy.return_rms.mean))  # what the std merged: the learner's returns
+
+    L.seed_everything(1)
+    data = PPODataModule("Pendulum-v1", total_timesteps=2048 * 12, overlap=True)
+    model = PPOModule(env_spec=data.env_spec, target_kl=None)
+    L.Trainer(max_epochs=-1, logger=False, enable_checkpointing=False, enable_progress_bar=False,
+              enable_model_summary=False, callbacks=[Returns()]).fit(model, data)
+    assert len(means) == 12 and min(means) > -5_000, means
+
+
 def test_the_value_scale_is_1_until_statistics_exist_and_rewards_stay_raw():
     policy = ActorCritic(BoxSpec((1,)), DiscreteSpec(2), [4], return_scaling=True)
     assert policy.value_scale().item() == pytest.approx(1.0)

@@ -177,6 +177,7 @@ class RolloutCollector:
         data["reward_returns"] = (reward_returns.clone() if self.normalize_reward or self.return_scaling
                                   else torch.zeros(0))
         data["explained_variance"] = explained_variance(data["values"][real], data["returns"][real])
+        data["value_scale"] = float(scale)
         if self.keep_trace:
             data.update(self._trace(rewards))
         return data

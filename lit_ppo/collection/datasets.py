@@ -38,14 +38,15 @@ class RolloutDataset(IterableDataset):
         policy_lag: how many updates the acting policy is behind the learner's when the learner takes a rollout: 0
             here, 1 in the overlap's collector process (:mod:`lit_ppo.collection.overlap.dataset`); stamped on each
             rollout.
+        recompute_advantages: ``data.recompute_advantages``, stamped on each rollout for the learner.
     """
 
     def __init__(self, collector: RolloutCollector, placement: PolicyPlacement, update_epochs: int, minibatch_size: int,
                  steps_per_iteration: int, total_timesteps: int,
                  first_failure: Optional[Callable[[Optional[str]], Optional[str]]] = None,
-                 sequences: bool = False, policy_lag: int = 0) -> None:
+                 sequences: bool = False, policy_lag: int = 0, recompute_advantages: bool = False) -> None:
         self.collector, self.placement, self.first_failure, self.sequences = collector, placement, first_failure, sequences
-        self.policy_lag = policy_lag
+        self.policy_lag, self.recompute_advantages = policy_lag, recompute_advantages
         self.clock = PhaseClock(*TIMING_KEYS)  # this process's collection phases, one lap per rollout
         self.update_epochs, self.minibatch_size = update_epochs, minibatch_size
         self.steps_per_iteration, self.total_timesteps = steps_per_iteration, total_timesteps
@@ -95,6 +96,7 @@ class RolloutDataset(IterableDataset):
             **data,
             timings={**self.clock.lap(), **self.placement.take_measurements()},
             policy_lag=self.policy_lag,
+            recompute_advantages=self.recompute_advantages,
             minibatch_indices=self.minibatch_indices(),
             env_steps=after,
             budget_fraction=min(before / max(end, 1), 1.0),

@@ -76,9 +76,17 @@ class RolloutRecipe:
         ``policy_lag`` updates behind the learner (:class:`RolloutDataset`)."""
         s = self.settings
         state_size = placement.policy.state_size
+        # a rollout acted one version behind with the critic's targets scaled gets its advantages from the learner's
+        # critic before its first pass (lit_ppo.learning.decoupled): it needs the trace, as recomputing does
+        lagged_scaling = bool(policy_lag and self.env_spec["return_scaling"])
         if state_size:
             self.check_sequence_minibatches()
             self.check_recompute()
+            if lagged_scaling:
+                raise ConfigError("data.overlap: with data.return_scaling (the default unless data.normalize_reward is "
+                                  "set) an overlapped rollout's advantages are recomputed by the learner's critic, "
+                                  "which a recurrent policy (model.recurrent) cannot do value by value; set "
+                                  "data.normalize_reward: true (rewards scaled instead) or data.overlap: false.")
         envs = make_vector_env(s["env_id"], s["num_envs"], s["vectorization"], s["env_kwargs"], s["wrappers"],
                                seed=self.seed)
         collector = RolloutCollector(
@@ -86,7 +94,8 @@ class RolloutRecipe:
             env_id=s["env_id"], rank=self.rank, normalize_reward=self.env_spec["normalize_reward"],
             return_scaling=self.env_spec["return_scaling"],  # as resolved from the settings' nulls
             action_masks=self.mask_reader(), state_size=state_size,
-            keep_trace=bool(s.get("recompute_advantages")),
+            keep_trace=bool(s.get("recompute_advantages")) or lagged_scaling,
         )
         return RolloutDataset(collector, placement, s["update_epochs"], s["minibatch_size"], self.steps_per_iteration,
-                              s["total_timesteps"], first_failure, sequences=state_size > 0, policy_lag=policy_lag)
+                              s["total_timesteps"], first_failure, sequences=state_size > 0, policy_lag=policy_lag,
+                              recompute_advantages=bool(s.get("recompute_advantages")))

@@ -71,7 +71,8 @@ class Rollout:
             step-major (``t * num_envs + env`` for each step ``t`` of each of its environments), so that it reshapes
             to ``[num_steps, envs]``.
 
-    What recomputing the advantages between epochs needs (``data.recompute_advantages``; all empty otherwise):
+    What recomputing the advantages needs (``data.recompute_advantages``, or see ``recompute_advantages`` below; all
+    empty otherwise):
         rewards, terminated, dones: ``[B]`` the rewards GAE used (scaled where ``data.normalize_reward``), and
             whether each step ended its episode by termination / by either termination or truncation.
         next_obs: ``[num_envs, ...]`` the observations after the rollout's last step, whose values close the trace.
@@ -93,12 +94,18 @@ class Rollout:
             ``"observations"``), so that a non-finite loss can name its cause.
         explained_variance: how well the acting values predicted ``returns`` on the real transitions (1 perfect, 0
             a constant).
+        value_scale: what ``values`` and ``returns`` are in units of (``data.return_scaling``: the acting policy's
+            running std of the GAE returns; 1 otherwise). A learner one version ahead has merged another rollout into
+            that std since (:func:`lit_ppo.learning.decoupled.in_learner_units`).
         env_steps: environment steps of all processes together, this rollout included.
         budget_fraction: the fraction of the step budget done before this rollout (0.0 for the first): what
             learning-rate and clip annealing follow.
         final: this rollout reaches the step budget: training stops after its updates.
         policy_lag: how many updates the acting policy may be behind the learner's weights at this rollout's update:
             0 synchronous, 1 with ``data.overlap`` (:mod:`lit_ppo.collection.overlap.dataset`).
+        recompute_advantages: ``data.recompute_advantages``: the learner recomputes the advantages before every pass
+            after the first. The trace is also kept without it for a rollout acted one version behind with
+            ``data.return_scaling``, whose advantages the learner computes with its own critic before the first pass.
     """
 
     obs: Tensor = _tensor(SAMPLE)
@@ -130,10 +137,12 @@ class Rollout:
     gae_lambda: float = float("nan")
     nonfinite: tuple[str, ...] = ()
     explained_variance: float = float("nan")
+    value_scale: float = 1.0
     env_steps: int = 0
     budget_fraction: float = 0.0
     final: bool = False
     policy_lag: int = 0
+    recompute_advantages: bool = False
 
     @property
     def size(self) -> int:

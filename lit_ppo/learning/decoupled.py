@@ -24,6 +24,18 @@ overlapped rollouts applied 0-8 of their 320 updates, against 1 of 48 synchronou
 is set, the learner's own log-probabilities at the update's start are computed as here (:func:`measure_kl_from_learner`)
 and the stop, and ``stats/approx_kl``, measure from them, as they do synchronously: the same forward pass, ~3% of an
 update (``benchmarks/archive/decoupled_cost.py``).
+
+With ``data.return_scaling`` the critic's values and targets are in units of the running std of the returns, which the
+learner updates after every rollout from the rollout's GAE returns. A rollout acted one version behind carries them
+from the acting critic, in the acting policy's units: an older critic's bootstrapped values, multiplied by a std that
+the previous lagged rollout's returns had just inflated, inflated the next ones (Pendulum-v1, package defaults
+overlapped: the rollouts' mean GAE return went from -102 to -129,700 in 12 rollouts, where true discounted returns
+cannot pass -1,627; 200k steps ended at -1,315.8 and -1,325.6 on seeds 1-2, against -151.9 and -171.3
+synchronous). So the learner first rescales the rollout's values and targets to its own std
+(:func:`in_learner_units`), then computes its advantages and targets with its own critic, and merges those returns
+into the std, as a synchronous rollout has them (``PPOModule.training_step``; the collector keeps the trace for it).
+Rescaling alone was not enough: every other rollout still grew ~15x per two. A recurrent policy cannot recompute its
+values one by one, so that combination is refused.
 """
 
 import dataclasses
@@ -58,6 +70,17 @@ def decouple(policy: ActorCritic, rollout: Rollout) -> Rollout:
     logprobs, values = proximal(policy, rollout)
     weights = (logprobs.float() - rollout.logprobs.float()).exp()
     return dataclasses.replace(rollout, logprobs=logprobs, values=values, importance_weights=weights)
+
+
+def in_learner_units(policy: ActorCritic, rollout: Rollout) -> Rollout:
+    """``rollout`` with its values and critic targets in units of ``policy``'s std of the returns
+    (``data.return_scaling``) instead of the acting policy's (``rollout.value_scale``): unchanged where they agree."""
+    learner = float(policy.value_scale())
+    if learner == rollout.value_scale:
+        return rollout
+    ratio = rollout.value_scale / learner
+    return dataclasses.replace(rollout, values=rollout.values * ratio, returns=rollout.returns * ratio,
+                               value_scale=learner)
 
 
 def measure_kl_from_learner(policy: ActorCritic, rollout: Rollout) -> Rollout:

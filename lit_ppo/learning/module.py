@@ -24,7 +24,7 @@ from lit_ppo.collection.teardown import CloseEnvironmentsOnError
 from lit_ppo.checkpointing.callbacks import SaveLastOnStop
 from lit_ppo.checkpointing.settings import check_compatible
 from lit_ppo.classpath import ClassPathConfig
-from lit_ppo.learning.decoupled import decouple, measure_kl_from_learner
+from lit_ppo.learning.decoupled import decouple, in_learner_units, measure_kl_from_learner
 from lit_ppo.errors import ConfigError
 from lit_ppo.learning.metrics import RecentEpisodes, RolloutLogging, UpdateSummary
 from lit_ppo.learning.objective import PPOObjective, default_ent_coef
@@ -180,10 +180,14 @@ class PPOModule(L.LightningModule):
         start = time.perf_counter()
         self.env_steps = rollout.env_steps  # before validation runs at this epoch's end: it logs at these steps
         lr, clip_coef = self.ppo.annealed(rollout.budget_fraction)  # annealing follows the budget
-        if self.ppo.decoupled and rollout.policy_lag:
-            rollout = decouple(self.policy, rollout)
-        elif self.ppo.target_kl is not None and rollout.policy_lag:  # Cleanba's clip: the stop still measures the
-            rollout = measure_kl_from_learner(self.policy, rollout)  # update's own KL, not the acting policy's lag
+        if rollout.policy_lag:  # acted by an older policy (data.overlap): lit_ppo.learning.decoupled
+            rollout = in_learner_units(self.policy, rollout)
+            if rollout.has_trace and self.policy.return_scaling:  # GAE from the learner's critic, as synchronously
+                rollout = self._recompute_advantages(rollout, merged_returns=True)
+            if self.ppo.decoupled:
+                rollout = decouple(self.policy, rollout)
+            elif self.ppo.target_kl is not None:  # Cleanba's clip: the stop still measures the update's own KL
+                rollout = measure_kl_from_learner(self.policy, rollout)
         sums, updates, skipped = self._update(rollout, lr, clip_coef)
         self.nonfinite.check_rollout(sums, list(self.policy.parameters()), updates, skipped, rollout.nonfinite,
                                      self.trainer.strategy, self.current_epoch + 1, self.global_step)
@@ -202,7 +206,7 @@ class PPOModule(L.LightningModule):
         sums = torch.zeros(len(LOSS_NAMES), device=self.device)
         updates = skipped = 0
         for epoch in range(rollout.update_epochs):
-            if epoch and rollout.has_trace:
+            if epoch and rollout.recompute_advantages:
                 rollout = self._recompute_advantages(rollout)
             for minibatch in rollout.minibatches(epoch):
                 loss, terms = self.objective(self.objective.prepare(minibatch, ppo.norm_adv), clip_coef)
@@ -219,12 +223,16 @@ class PPOModule(L.LightningModule):
         return sums, updates, skipped
 
     @torch.no_grad()
-    def _recompute_advantages(self, rollout: Rollout) -> Rollout:
-        """``data.recompute_advantages``: the rollout with GAE recomputed from the current critic's values."""
+    def _recompute_advantages(self, rollout: Rollout, merged_returns: bool = False) -> Rollout:
+        """``data.recompute_advantages``: the rollout with GAE recomputed from the current critic's values;
+        ``merged_returns``: its raw returns also become what the returns' std merges after the updates."""
         scale = self.policy.value_scale().to(self.device)  # data.return_scaling: values in units of the returns' std
         values = [self.policy.value(obs).float() * scale for obs in (rollout.obs, rollout.next_obs, rollout.final_obs)]
         advantages, returns = recompute_gae(rollout, *values)
-        return dataclasses.replace(rollout, advantages=advantages, returns=returns / scale)
+        changed = {"advantages": advantages, "returns": returns / scale}
+        if merged_returns:
+            changed["reward_returns"] = returns[rollout.weights > 0] if rollout.weights.numel() else returns
+        return dataclasses.replace(rollout, **changed)
 
     def on_before_optimizer_step(self, optimizer: torch.optim.Optimizer) -> None:
         # Lightning calls this after the mixed-precision unscale (and after DDP's gradient averaging).
