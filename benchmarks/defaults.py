@@ -37,8 +37,8 @@ from SB3's undone: no KL stop, one env x 2,048 steps, no observation normalizati
 ``PPO("MlpPolicy")`` with its defaults on one env, as SB3's docs run it). Needs the bench extra (and box2d for
 LunarLander). The study behind today's defaults: ``docs/results.md``, "Package defaults".
 
-A lit_ppo run stopped part-way (its directory has ``checkpoints/last.ckpt`` but no row) continues from that
-checkpoint (``--ckpt_path last``; resuming is bit-identical on one machine); its ``wall_s`` is then the last
+Each lit_ppo run trains in ``OUT_DIR/<out file's stem>_<arm>_<env>_<seed>/``, so two studies never share a run. A run
+stopped part-way (its directory has ``checkpoints/last.ckpt`` but no row) continues from that checkpoint (``--ckpt_path last``; resuming is bit-identical on one machine); its ``wall_s`` is then the last
 attempt's only.
 """
 
@@ -222,7 +222,8 @@ def main() -> None:
                                           env=child_env(), capture_output=True, text=True, check=True)
                     value = json.loads(proc.stdout.strip().splitlines()[-1])["eval"]
                 else:
-                    value = lit_run(env_id, int(steps), seed, ARMS[arm], args.out.parent / f"{arm}_{env_id}_{seed}")
+                    run_dir = args.out.parent / f"{args.out.stem}_{arm}_{env_id}_{seed}"  # this study's own
+                    value = lit_run(env_id, int(steps), seed, ARMS[arm], run_dir)
                 row = dict(arm=arm, env=env_id, steps=int(steps), seed=seed, eval=value,
                            wall_s=round(time.perf_counter() - start, 1))
                 done.append(row)
