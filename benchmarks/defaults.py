@@ -33,7 +33,8 @@ at 0.05 or 0.01, lr 1e-4, or no reward scaling: for HalfCheetah-v5), ``lit_ent0_
 targets scaled by the returns' std instead of the rewards: the defaults since 2026-12-06),
 ``lit_defaults_no_tkl`` / ``lit_defaults_1env`` / ``lit_defaults_no_obs_norm`` (today's defaults with one difference
 from SB3's undone: no KL stop, one env x 2,048 steps, no observation normalization: for Swimmer-v5),
-``lit_defaults_overlap`` (today's defaults with ``data.overlap``), ``sb3`` (SB3's
+``lit_defaults_overlap`` / ``lit_defaults_overlap_decoupled`` / ``lit_defaults_overlap_no_tkl`` (today's defaults
+with ``data.overlap``, with ``model.decoupled`` too, or without the KL stop), ``sb3`` (SB3's
 ``PPO("MlpPolicy")`` with its defaults on one env, as SB3's docs run it). Needs the bench extra (and box2d for
 LunarLander). The study behind today's defaults: ``docs/results.md``, "Package defaults".
 
@@ -128,6 +129,8 @@ ARMS = {
     "lit_defaults_no_obs_norm": ["--data.normalize_obs", "false"],
     # today's defaults overlapped (Cleanba's clip; since 1315c17 the KL stop measures from the learner's policy)
     "lit_defaults_overlap": ["--data.overlap", "true"],
+    "lit_defaults_overlap_decoupled": ["--data.overlap", "true", "--model.decoupled", "true"],
+    "lit_defaults_overlap_no_tkl": ["--data.overlap", "true", "--model.target_kl", "null"],
     "sb3": None,
 }
 EVAL_EPISODES = 20
