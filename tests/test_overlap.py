@@ -6,6 +6,7 @@ import signal
 import subprocess
 import sys
 import time
+import warnings
 
 import lightning as L
 import pytest
@@ -243,6 +244,21 @@ def test_a_killed_collector_with_async_envs_is_one_line(tmp_path):
     assert "the collector process of rank 0 ended (exit code -9)" in errors[0]
     for noise in ("Traceback", "leaked semaphore", "Broken pipe"):
         assert noise not in err, err[-3000:]
+
+
+def test_the_default_kl_stop_with_cleanbas_clip_is_warned_of_and_not_with_decoupled_ppo(cli_in_process, tmp_path,
+                                                                                       no_child_left):
+    # Cleanba's clip with the default KL stop learned far less on Pendulum than either without the stop or decoupled
+    fit = ["fit", "--data.overlap", "true", "--data.num_steps", "16", "--data.minibatch_size", "16",
+           "--data.total_timesteps", "128", "--trainer.logger", "false", "--trainer.enable_progress_bar", "false",
+           "--trainer.enable_checkpointing", "false"]
+    with pytest.warns(UserWarning, match="model.target_kl 0.02 with data.overlap .* model.decoupled: true"):
+        assert cli_in_process(*fit, cwd=tmp_path).returncode == 0
+    for fix in (["--model.decoupled", "true"], ["--model.target_kl", "null"]):
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            assert cli_in_process(*fit, *fix, cwd=tmp_path).returncode == 0
+        assert not [w for w in caught if "model.target_kl" in str(w.message)]
 
 
 def test_the_collector_process_imports_no_lightning():
