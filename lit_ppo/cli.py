@@ -143,7 +143,7 @@ class PPOCLI(LightningCLI):
             # measured, not derived: docs/hardware.md, "Collecting while learning"
             rank_zero_warn(f"lit_ppo: model.target_kl {hparams.target_kl} with data.overlap and Cleanba's clip "
                            "(model.decoupled: false) learned far less on Pendulum-v1 with the package defaults "
-                           "(-363.9 over 3 seeds at 200k steps, against -158.2 synchronous). Set model.decoupled: "
+                           "(-363.9 over 3 seeds at 200k steps, against -158.3 synchronous). Set model.decoupled: "
                            "true (-154.0) or model.target_kl: null (-147.5).")
         check_fresh_checkpoint_dirs(self.trainer, resuming=self.config["fit"].get("ckpt_path") is not None)
 
