@@ -71,10 +71,10 @@ def test_a_rollout_acted_in_an_older_scale_is_rescaled_to_the_learners():
 
 
 def test_overlapped_returns_do_not_feed_back_into_the_scale(no_child_left):
-    # Pendulum's discounted returns are above -16.3 / (1 - 0.99) = -1,627; a synchronous fit of the defaults
-    # bootstraps past that early (its rollouts' mean GAE return reaches ~-2,240, then recovers). Overlapped, before a
-    # lagged rollout's advantages came from the learner's critic, the acting critic's values, multiplied by a std
-    # that its own returns had just inflated, fed back: -3,542 by the 6th rollout, -129,700 by the 12th.
+    # Pendulum's discounted returns are above -16.3 / (1 - 0.99) = -1,627 (GAE's bootstrapped ones overshoot early,
+    # synchronously too). Overlapped, before a lagged rollout's advantages came from the learner's critic, the acting
+    # critic's values, multiplied by a std that its own returns had just inflated, fed back: over these 10 rollouts the
+    # running mean of the returns the std merged reached -7,602 (now -1,995); a single rollout's, -129,700 by the 12th.
     means = []
 
     class Returns(L.Callback):
@@ -82,11 +82,11 @@ def test_overlapped_returns_do_not_feed_back_into_the_scale(no_child_left):
             means.append(float(pl_module.policy.return_rms.mean))  # what the std merged: the learner's returns
 
     L.seed_everything(1)
-    data = PPODataModule("Pendulum-v1", total_timesteps=2048 * 12, overlap=True)
+    data = PPODataModule("Pendulum-v1", total_timesteps=2048 * 10, overlap=True)
     model = PPOModule(env_spec=data.env_spec, target_kl=None)
     L.Trainer(max_epochs=-1, logger=False, enable_checkpointing=False, enable_progress_bar=False,
               enable_model_summary=False, callbacks=[Returns()]).fit(model, data)
-    assert len(means) == 12 and min(means) > -5_000, means
+    assert len(means) == 10 and min(means) > -5_000, means
 
 
 def test_the_value_scale_is_1_until_statistics_exist_and_rewards_stay_raw():
