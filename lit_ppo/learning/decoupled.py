@@ -30,7 +30,7 @@ learner updates after every rollout from the rollout's GAE returns. A rollout ac
 from the acting critic, in the acting policy's units: an older critic's bootstrapped values, multiplied by a std that
 the previous lagged rollout's returns had just inflated, inflated the next ones (Pendulum-v1, package defaults
 overlapped: the rollouts' mean GAE return went from -102 to -129,700 in 12 rollouts, where true discounted returns
-cannot pass -1,627; 200k steps ended at -1,315.8 and -1,325.6 on seeds 1-2, against -151.9 and -171.3
+cannot pass -1,627; 200k steps ended at -1,315.8 / -1,325.6 / -1,168.0 on seeds 1-3, against -158.3
 synchronous). So the learner first rescales the rollout's values and targets to its own std
 (:func:`in_learner_units`), then computes its advantages and targets with its own critic, and merges those returns
 into the std, as a synchronous rollout has them (``PPOModule.training_step``; the collector keeps the trace for it).
