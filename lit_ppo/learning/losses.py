@@ -77,7 +77,10 @@ def ppo_loss_terms(
         clipped = old_values + (new_values - old_values).clamp(-value_clip_coef, value_clip_coef)
         value_error = torch.max(value_error, (clipped - returns) ** 2)
     with torch.no_grad():
-        kl_log_ratio = log_ratio if kl_logprob is None else new_logprob - kl_logprob.float()
-        approx_kl = mean(kl_log_ratio.exp() - 1.0 - kl_log_ratio)
+        if kl_logprob is None:
+            approx_kl = mean((ratio - 1.0) - log_ratio)
+        else:
+            kl_log_ratio = new_logprob - kl_logprob.float()
+            approx_kl = mean((kl_log_ratio.exp() - 1.0) - kl_log_ratio)
         clip_fraction = mean(((ratio - 1.0).abs() > clip_coef).float())
     return PPOLossTerms(mean(surrogate), 0.5 * mean(value_error), mean(entropy.float()), approx_kl, clip_fraction)
