@@ -214,8 +214,9 @@ def main(argv: Optional[list[str]] = None) -> None:
                 with results.open("a") as f:
                     f.write(json.dumps(row) + "\n")
     rows = read_json_lines(results)
-    header = (f"`python benchmarks/mujoco_speed.py {' '.join(sys.argv[1:] if argv is None else argv)}` on "
-              f"{cpu_model()}, {len(rows)} runs, commits {', '.join(sorted({r['commit'] for r in rows}))}")
+    header = (f"`python benchmarks/mujoco_speed.py {' '.join(sys.argv[1:] if argv is None else argv)}`: "
+              f"{len(rows)} runs (the rows' CPUs: {', '.join(sorted({r['cpu'] for r in rows}))}), commits "
+              f"{', '.join(sorted({r['commit'] for r in rows}))}")
     text = markdown(summarize(rows), header)
     print(text)
     if args.report:
