@@ -42,7 +42,7 @@ from rl_zoo_anchor import EVAL_EPISODES, evaluate as evaluate_sb3
 LIT_ARMS = {"sync": [], "overlap": ["--data.overlap", "true"],
             "overlap_decoupled": ["--data.overlap", "true", "--model.decoupled", "true"]}
 ARMS = (*LIT_ARMS, "sb3_zoo")
-FIT_TIMEOUT_S = 6 * 3600  # SB3 with RL-Zoo's HalfCheetah entry takes ~1 h a million steps on a 2-core Xeon
+FIT_TIMEOUT_S = 6 * 3600  # SB3 with RL-Zoo's HalfCheetah entry: ~28 min a million steps on a 2-core Xeon
 
 
 def rollout_size(config: Path) -> int:
