@@ -41,7 +41,7 @@ from typing import Callable, Optional
 
 from harness import REPO, child_env
 from attempts import close_killed_attempt, write_json
-from learning_report import config_sha, read_config, write_report  # one way: the report never imports this file
+from learning_report import config_sha, read_config, same_settings, write_report  # one way: the report never imports this file
 
 CONFIG_DIR = REPO / "lit_ppo" / "configs"
 DEFAULT_OUT = REPO / "benchmarks" / "results" / "learning"
@@ -185,7 +185,7 @@ def run_one(config: Path, seed: int, timesteps: Optional[int], episodes: int, fi
     directory = run_dir(out, config, budget, seed)
     result_path, progress_path, sha = directory / "result.json", directory / "fit.json", config_sha(config)
     for path in (result_path, progress_path):  # the result, or an unfinished run, of other settings: set aside
-        if path.exists() and json.loads(path.read_text()).get("config_sha", "unhashed") != sha:
+        if path.exists() and not same_settings(json.loads(path.read_text()), config):
             set_aside(directory, json.loads(path.read_text()).get("config_sha", "unhashed"))
     if result_path.exists():
         print(f"skip {config.name} seed {seed} at {budget:,} steps: {result_path} exists", flush=True)

@@ -32,9 +32,50 @@ def read_config(config: Path) -> dict:
     return yaml.safe_load(config.read_text())
 
 
+def settings_sha(settings: dict) -> str:
+    return hashlib.sha256(json.dumps(settings, sort_keys=True).encode()).hexdigest()[:12]
+
+
 def config_sha(config: Path) -> str:
     """The config's settings (not its comments) as a short hash: a result of other settings is not this config's."""
-    return hashlib.sha256(json.dumps(read_config(config), sort_keys=True).encode()).hexdigest()[:12]
+    return settings_sha(read_config(config))
+
+
+# Keys written into every shipped config by the commit that changed their default, so that the configs kept their
+# settings: a run made before that commit left the key out and trained with the value now spelled out.
+# (section, key, value spelled out, commit, its day)
+SPELLED_OUT = [("model", "target_kl", None, "d2d0696", "2026-12-06")]  # the default KL stop at 0.02
+
+
+def trained_before(recorded: dict, commit: str, day: str) -> bool:
+    """Whether the run of a ``result.json`` or ``fit.json`` was trained before ``commit``: by every commit that trained
+    it being an ancestor of ``commit``'s parent, or, where git does not know one of them (a clone without that
+    history), by its date being before ``day``."""
+    import subprocess
+
+    trained_by = recorded.get("commits") or [a.get("commit") for a in recorded.get("attempts", [])]
+    trained_by = [c.removesuffix("+dirty") for c in trained_by if c and c != "?"]
+    def git(*args: str) -> int:
+        return subprocess.run(["git", "-C", str(REPO), *args], capture_output=True).returncode
+
+    if trained_by and all(git("cat-file", "-e", f"{c}^{{commit}}") == 0 for c in [*trained_by, commit]):
+        return all(git("merge-base", "--is-ancestor", c, f"{commit}^") == 0 for c in trained_by)
+    return "date" in recorded and recorded["date"] < day
+
+
+def same_settings(recorded: dict, config: Path) -> bool:
+    """Whether a run's ``result.json`` or ``fit.json`` is of ``config``'s settings: its hash is the config's, or the
+    config's without the keys of :data:`SPELLED_OUT` spelled out since the run."""
+    if recorded.get("config_sha") == config_sha(config):
+        return True
+    settings = read_config(config)
+    for section, key, value, commit, day in SPELLED_OUT:
+        part = settings.get(section) or {}
+        if key in part and part[key] == value and trained_before(recorded, commit, day):
+            settings = {**settings, section: {k: v for k, v in part.items() if k != key}}
+            if recorded.get("config_sha") == settings_sha(settings):
+                return True
+    return False
 
 def published(config_name: str) -> Optional[dict]:
     """The published score cited in the config's header, or None where it cites none."""
@@ -52,9 +93,7 @@ def published(config_name: str) -> Optional[dict]:
 def load_results(out: Path) -> list[dict]:
     """The results of each config's current settings (runs of earlier settings are set aside as ``stale-*``)."""
     results = [json.loads(p.read_text()) | {"_dir": p.parent} for p in sorted(out.glob("*/steps*/seed*/result.json"))]
-    current = {name: config_sha(CONFIG_DIR / name) for name in {r["config"] for r in results}
-               if (CONFIG_DIR / name).is_file()}
-    return [r for r in results if r.get("config_sha") == current.get(r["config"], r.get("config_sha"))]
+    return [r for r in results if not (CONFIG_DIR / r["config"]).is_file() or same_settings(r, CONFIG_DIR / r["config"])]
 
 
 def max_of_seed_mean(runs: list[dict]) -> Optional[tuple[float, int]]:

@@ -169,6 +169,42 @@ def test_learning_sets_aside_a_run_of_other_settings_and_runs_again(tmp_path, mo
         "config_sha"] == "0123456789ab"
 
 
+def test_a_run_from_before_a_default_was_spelled_out_is_of_the_configs_settings(tmp_path, monkeypatch):
+    """d2d0696 wrote ``target_kl: null`` into every config when the default became 0.02: a run from before, which left
+    it out (then the default), has the same settings; a run since, or of another value, has not."""
+    monkeypatch.syspath_prepend(str(BENCHMARKS))
+    import yaml
+    from learning_report import same_settings, settings_sha
+
+    settings = {"model": {"lr": 0.001, "target_kl": None}, "data": {"env_id": "CartPole-v1"}}
+    config = tmp_path / "c.yaml"
+    config.write_text(yaml.safe_dump(settings))
+    without = settings_sha({"model": {"lr": 0.001}, "data": {"env_id": "CartPole-v1"}})
+    unknown_commit = ["0000000"]  # not in this history: the run's date decides
+    assert same_settings({"config_sha": settings_sha(settings), "date": "2026-12-07"}, config)
+    assert same_settings({"config_sha": without, "commits": unknown_commit, "date": "2026-12-04"}, config)
+    assert not same_settings({"config_sha": without, "commits": unknown_commit, "date": "2026-12-07"}, config)
+    assert not same_settings({"config_sha": settings_sha({"model": {"lr": 0.002}}), "date": "2026-12-04"}, config)
+    config.write_text(yaml.safe_dump({**settings, "model": {"lr": 0.001, "target_kl": 0.05}}))  # not the old default
+    assert not same_settings({"config_sha": without, "commits": unknown_commit, "date": "2026-12-04"}, config)
+
+
+def test_the_report_keeps_every_committed_run_of_the_shipped_configs():
+    """Each run under benchmarks/results/learning is of its config's current settings (a run of others is moved to
+    ``stale-*`` or benchmarks/results/recipe/), so regenerating docs/results.md drops none of its rows."""
+    if subprocess.run(["git", "-C", str(BENCHMARKS), "cat-file", "-e", "d2d0696^{commit}"]).returncode:
+        pytest.skip("needs the repository's history (this is a shallow clone): runs are dated by their commits")
+    sys.path.insert(0, str(BENCHMARKS))
+    try:
+        import learning_report
+    finally:
+        sys.path.remove(str(BENCHMARKS))
+    out = BENCHMARKS / "results" / "learning"
+    kept = {r["_dir"] for r in learning_report.load_results(out)}
+    assert sorted(str(p.parent.relative_to(out)) for p in out.glob("*/steps*/seed*/result.json")
+                  if p.parent not in kept) == []
+
+
 def test_learning_report_judges_only_runs_at_the_published_budget_and_counts_the_targets(tmp_path, monkeypatch):
     monkeypatch.syspath_prepend(str(BENCHMARKS))
     import learning_report
