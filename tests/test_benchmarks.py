@@ -189,16 +189,14 @@ def test_a_run_from_before_a_default_was_spelled_out_is_of_the_configs_settings(
     assert not same_settings({"config_sha": without, "commits": unknown_commit, "date": "2026-12-04"}, config)
 
 
-def test_the_report_keeps_every_committed_run_of_the_shipped_configs():
+def test_the_report_keeps_every_committed_run_of_the_shipped_configs(monkeypatch):
     """Each run under benchmarks/results/learning is of its config's current settings (a run of others is moved to
     ``stale-*`` or benchmarks/results/recipe/), so regenerating docs/results.md drops none of its rows."""
     if subprocess.run(["git", "-C", str(BENCHMARKS), "cat-file", "-e", "d2d0696^{commit}"]).returncode:
         pytest.skip("needs the repository's history (this is a shallow clone): runs are dated by their commits")
-    sys.path.insert(0, str(BENCHMARKS))
-    try:
-        import learning_report
-    finally:
-        sys.path.remove(str(BENCHMARKS))
+    monkeypatch.syspath_prepend(str(BENCHMARKS))
+    import learning_report
+
     out = BENCHMARKS / "results" / "learning"
     kept = {r["_dir"] for r in learning_report.load_results(out)}
     assert sorted(str(p.parent.relative_to(out)) for p in out.glob("*/steps*/seed*/result.json")
