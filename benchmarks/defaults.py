@@ -35,6 +35,8 @@ targets scaled by the returns' std instead of the rewards: the defaults since 20
 from SB3's undone: no KL stop, one env x 2,048 steps, no observation normalization: for Swimmer-v5),
 ``lit_defaults_ent01`` (today's defaults with an entropy bonus of 0.01, which keeps ``swimmer.yaml`` out of Swimmer's
 slow gait: does it do so at gamma 0.99, and what does it cost Ant now that rewards are not scaled?),
+``lit_defaults_mb256`` (today's defaults with minibatches of 256, as RL-Zoo's tuned Swimmer entry that ``swimmer.yaml``
+holds: fewer, larger steps per sample),
 ``lit_defaults_overlap`` / ``lit_defaults_overlap_decoupled`` / ``lit_defaults_overlap_no_tkl`` (today's defaults
 with ``data.overlap``, with ``model.decoupled`` too, or without the KL stop), ``sb3`` (SB3's
 ``PPO("MlpPolicy")`` with its defaults on one env, as SB3's docs run it). Needs the bench extra (and box2d for
@@ -130,6 +132,7 @@ ARMS = {
     "lit_defaults_1env": ["--data.num_envs", "1", "--data.num_steps", "2048"],  # SB3's one env x 2,048 steps
     "lit_defaults_no_obs_norm": ["--data.normalize_obs", "false"],
     "lit_defaults_ent01": ["--model.ent_coef", "0.01"],  # swimmer.yaml's bonus
+    "lit_defaults_mb256": ["--data.minibatch_size", "256"],  # swimmer.yaml's fewer, larger steps per sample
     # today's defaults overlapped (Cleanba's clip; since 1315c17 the KL stop measures from the learner's policy)
     "lit_defaults_overlap": ["--data.overlap", "true"],
     "lit_defaults_overlap_decoupled": ["--data.overlap", "true", "--model.decoupled", "true"],
