@@ -13,7 +13,8 @@ rewards scaled, a bonus of 0.01 for Box actions, no KL stop: the base of every a
 so that it measures what its rows measured), ``lit_cleanrl`` (the package defaults before 82ebf41: CleanRL's CartPole
 settings), ``lit_sb3like`` (SB3's defaults on lit_ppo with 4 envs: 4 x 512 steps, minibatches of 64, 10 epochs, lr 3e-4
 constant, no entropy bonus, no normalization), ``lit_sb3`` (the same with SB3's value-loss weight, ``vf_coef`` 1.0),
-``lit_sb3like_1env`` (``lit_sb3like`` on SB3's one env x 2,048 steps), ``lit_1env`` / ``lit_no_obs_norm`` /
+``lit_sb3like_1env`` (``lit_sb3like`` on SB3's one env x 2,048 steps), ``lit_sb3_1env`` (``lit_sb3`` on SB3's one env:
+SB3's settings exactly), ``lit_1env`` / ``lit_no_obs_norm`` /
 ``lit_no_reward_norm`` / ``lit_vf1`` (the package defaults with one of their differences from SB3's undone: one env x
 2,048 steps, no observation normalization, no reward scaling, SB3's value-loss weight), ``lit_anneal`` (the defaults
 with the learning rate annealed to 0, a candidate fix), ``lit_overlap`` (the defaults with ``data.overlap``: learning
@@ -81,6 +82,8 @@ ARMS = {
     "lit_sb3": SB3_LIKE + ["--model.vf_coef", "1.0"],  # and SB3's value weight (its 0.5 on the plain MSE)
     # SB3_LIKE on SB3's one env x 2,048 steps: with lit_sb3, whether lit_ppo matches SB3 at SB3's own settings
     "lit_sb3like_1env": SB3_LIKE + ["--data.num_envs", "1", "--data.num_steps", "2048"],
+    # SB3's settings exactly (its one env and its value weight): whether lit_ppo, as SB3 is run, lands where SB3 does
+    "lit_sb3_1env": SB3_LIKE + ["--model.vf_coef", "1.0", "--data.num_envs", "1", "--data.num_steps", "2048"],
     # One difference from SB3's defaults at a time (docs/notebook/results.md, "Continuous control"):
     "lit_1env": DEFAULTS_1203 + ["--data.num_envs", "1", "--data.num_steps", "2048"],  # SB3's one env x 2,048 steps
     "lit_no_obs_norm": DEFAULTS_1203 + ["--data.normalize_obs", "false"],
