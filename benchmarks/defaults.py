@@ -34,6 +34,7 @@ at 0.05 or 0.01, lr 1e-4, or no reward scaling: for HalfCheetah-v5), ``lit_ent0_
 targets scaled by the returns' std instead of the rewards: the defaults since 2026-12-06),
 ``lit_defaults_no_tkl`` / ``lit_defaults_1env`` / ``lit_defaults_no_obs_norm`` (today's defaults with one difference
 from SB3's undone: no KL stop, one env x 2,048 steps, no observation normalization: for Swimmer-v5),
+``lit_defaults_2env`` (two envs x 1,024 steps: each env's share of a rollout spans a whole 1,000-step episode),
 ``lit_defaults_ent01`` (today's defaults with an entropy bonus of 0.01, which keeps ``swimmer.yaml`` out of Swimmer's
 slow gait: does it do so at gamma 0.99, and what does it cost Ant now that rewards are not scaled?),
 ``lit_defaults_mb256`` (today's defaults with minibatches of 256, as RL-Zoo's tuned Swimmer entry that ``swimmer.yaml``
@@ -134,6 +135,8 @@ ARMS = {
     "lit_defaults_no_tkl": ["--model.target_kl", "null"],
     "lit_defaults_1env": ["--data.num_envs", "1", "--data.num_steps", "2048"],  # SB3's one env x 2,048 steps
     "lit_defaults_no_obs_norm": ["--data.normalize_obs", "false"],
+    # two envs x 1,024 steps: each env's part of a rollout spans a whole 1,000-step episode, as SB3's one env does
+    "lit_defaults_2env": ["--data.num_envs", "2", "--data.num_steps", "1024"],
     "lit_defaults_ent01": ["--model.ent_coef", "0.01"],  # swimmer.yaml's bonus
     "lit_defaults_mb256": ["--data.minibatch_size", "256"],  # swimmer.yaml's fewer, larger steps per sample
     # today's defaults overlapped (Cleanba's clip; since 1315c17 the KL stop measures from the learner's policy)
