@@ -35,6 +35,9 @@ targets scaled by the returns' std instead of the rewards: the defaults since 20
 ``lit_defaults_no_tkl`` / ``lit_defaults_1env`` / ``lit_defaults_no_obs_norm`` (today's defaults with one difference
 from SB3's undone: no KL stop, one env x 2,048 steps, no observation normalization: for Swimmer-v5),
 ``lit_defaults_2env`` (two envs x 1,024 steps: each env's share of a rollout spans a whole 1,000-step episode),
+``lit_defaults_stagger`` / ``lit_sb3_stagger`` (today's defaults, and ``lit_sb3``, with ``data.stagger_episodes``: the
+four envs' first episodes cut at different steps, so that a rollout does not hold the same half of the episode in
+every env),
 ``lit_defaults_ent01`` (today's defaults with an entropy bonus of 0.01, which keeps ``swimmer.yaml`` out of Swimmer's
 slow gait: does it do so at gamma 0.99, and what does it cost Ant now that rewards are not scaled?),
 ``lit_defaults_mb256`` (today's defaults with minibatches of 256, as RL-Zoo's tuned Swimmer entry that ``swimmer.yaml``
@@ -137,6 +140,9 @@ ARMS = {
     "lit_defaults_no_obs_norm": ["--data.normalize_obs", "false"],
     # two envs x 1,024 steps: each env's part of a rollout spans a whole 1,000-step episode, as SB3's one env does
     "lit_defaults_2env": ["--data.num_envs", "2", "--data.num_steps", "1024"],
+    # the first episodes staggered: four envs x 512 steps that do not all play the same half of every episode
+    "lit_defaults_stagger": ["--data.stagger_episodes", "true"],
+    "lit_sb3_stagger": SB3_LIKE + ["--model.vf_coef", "1.0", "--data.stagger_episodes", "true"],
     "lit_defaults_ent01": ["--model.ent_coef", "0.01"],  # swimmer.yaml's bonus
     "lit_defaults_mb256": ["--data.minibatch_size", "256"],  # swimmer.yaml's fewer, larger steps per sample
     # today's defaults overlapped (Cleanba's clip; since 1315c17 the KL stop measures from the learner's policy)

@@ -93,6 +93,10 @@ class PPODataModule(L.LightningDataModule):
             rollout then also carries its rewards, ends and bootstrap observations
             (:func:`lit_ppo.collection.gae.recompute_gae`). Costs one critic pass over the rollout per epoch.
             Feed-forward policies only. Off by default.
+        stagger_episodes: cut each environment's first episode short by a different share of its time limit
+            (environment ``i`` of ``n`` over all ranks by ``i / n`` of it), so that environments whose episodes all
+            run to the limit (Swimmer, HalfCheetah) do not play the same part of their episodes in every rollout
+            (:mod:`lit_ppo.envs.stagger`). Sync and async vectorization. Off by default.
     """
 
     def __init__(
@@ -116,6 +120,7 @@ class PPODataModule(L.LightningDataModule):
         overlap: bool = False,
         recompute_advantages: bool = False,
         return_scaling: Optional[bool] = None,
+        stagger_episodes: bool = False,
     ) -> None:
         super().__init__()
         require(num_envs > 0, "data.num_envs", f"must be positive, got {num_envs}.")
@@ -128,6 +133,9 @@ class PPODataModule(L.LightningDataModule):
         require(vectorization in VECTORIZATION_MODES or isinstance(vectorization, dict) or "." in str(vectorization),
                 "data.vectorization", f"must be one of {VECTORIZATION_MODES} or the class path of a function that "
                 f"returns a gymnasium.vector.VectorEnv, got {vectorization!r}.")
+        require(not stagger_episodes or vectorization in ("sync", "async"), "data.stagger_episodes",
+                f"cuts each environment's first episode with a gymnasium wrapper, which data.vectorization "
+                f"{vectorization!r} does not take; set data.vectorization to sync or async, or stagger_episodes: false.")
         scale_rewards, scale_returns = reward_scaling(normalize_reward, return_scaling)
         require(not (scale_returns and scale_rewards), "data.return_scaling",
                 "and data.normalize_reward both rescale what the critic learns; set data.normalize_reward: false "

@@ -87,8 +87,9 @@ class RolloutRecipe:
                                   "set) an overlapped rollout's advantages are recomputed by the learner's critic, "
                                   "which a recurrent policy (model.recurrent) cannot do value by value; set "
                                   "data.normalize_reward: true (rewards scaled instead) or data.overlap: false.")
+        stagger = (self.rank * s["num_envs"], self.world_size * s["num_envs"]) if s.get("stagger_episodes") else None
         envs = make_vector_env(s["env_id"], s["num_envs"], s["vectorization"], s["env_kwargs"], s["wrappers"],
-                               seed=self.seed)
+                               seed=self.seed, stagger=stagger)
         collector = RolloutCollector(
             envs, s["num_steps"], s["gamma"], s["gae_lambda"], self.seed, torch.Generator().manual_seed(self.seed),
             env_id=s["env_id"], rank=self.rank, normalize_reward=self.env_spec["normalize_reward"],

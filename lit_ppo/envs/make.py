@@ -25,6 +25,7 @@ from gymnasium.vector import AutoresetMode
 from lit_ppo.classpath import ClassPathConfig, resolve
 from lit_ppo.errors import ConfigError
 from lit_ppo.envs.processes import in_worker
+from lit_ppo.envs.stagger import StaggeredStart, first_episode_limits
 
 VECTORIZATION_MODES = ("sync", "async", "native", "envpool")
 WrapperConfig = ClassPathConfig
@@ -91,6 +92,16 @@ def make_env(
     return env
 
 
+def make_staggered_env(env_id: str, env_kwargs: Optional[dict[str, Any]], wrappers: Sequence[WrapperConfig],
+                       index: int, total_envs: int, **kwargs: Any) -> gym.Env:
+    """:func:`make_env`, with its first episode cut short as environment ``index`` of ``total_envs``
+    (:mod:`lit_ppo.envs.stagger`) when its time limit is known (``env.spec.max_episode_steps``)."""
+    env = make_env(env_id, env_kwargs, wrappers, **kwargs)
+    limit = env.spec.max_episode_steps if env.spec is not None else None
+    (steps,) = first_episode_limits(limit, index, 1, total_envs)
+    return env if steps is None or steps == limit else StaggeredStart(env, steps)
+
+
 def make_vector_env(
     env_id: str,
     num_envs: int,
@@ -98,10 +109,14 @@ def make_vector_env(
     env_kwargs: Optional[dict[str, Any]] = None,
     wrappers: Optional[Sequence[WrapperConfig]] = None,
     seed: Optional[int] = None,
+    stagger: Optional[tuple[int, int]] = None,
     **make_kwargs: Any,
 ) -> gym.vector.VectorEnv:
     """``num_envs`` environments as one vector env, with gymnasium's episode statistics on top. ``seed`` matters
-    to EnvPool only, which is seeded when it is made (the others are seeded by their first reset).
+    to EnvPool only, which is seeded when it is made (the others are seeded by their first reset). ``stagger``
+    (``(first_index, total_envs)``: these environments' place among all ranks') cuts each environment's first
+    episode short by a different number of steps (``data.stagger_episodes``, :mod:`lit_ppo.envs.stagger`); sync and
+    async only.
 
     ``vectorization`` (``data.vectorization``):
 
@@ -125,11 +140,21 @@ def make_vector_env(
         # A partial of a module-level function with plain-data arguments pickles into async workers, which
         # resolve the id (and import a user's module) themselves.
         make_one = functools.partial(make_env, env_id, env_kwargs, list(wrappers or []), **make_kwargs)
+        makers = [make_one] * num_envs
+        if stagger is not None:
+            first_index, total_envs = stagger
+            makers = [functools.partial(make_staggered_env, env_id, env_kwargs, list(wrappers or []), first_index + i,
+                                        total_envs, **make_kwargs) for i in range(num_envs)]
         if vectorization == "sync":
-            envs = gym.vector.SyncVectorEnv([make_one] * num_envs, autoreset_mode=AutoresetMode.SAME_STEP)
+            envs = gym.vector.SyncVectorEnv(makers, autoreset_mode=AutoresetMode.SAME_STEP)
         else:  # workers whose default SIGTERM lets a terminate at exit end them (lit_ppo.envs.processes)
-            envs = gym.vector.AsyncVectorEnv([in_worker(make_one)] * num_envs, autoreset_mode=AutoresetMode.SAME_STEP)
+            envs = gym.vector.AsyncVectorEnv([in_worker(make) for make in makers],
+                                             autoreset_mode=AutoresetMode.SAME_STEP)
     else:
+        if stagger is not None:
+            raise ConfigError(f"data.stagger_episodes: cuts each environment's first episode with a gymnasium wrapper, "
+                              f"which data.vectorization {_describe(vectorization)} does not take; set data.vectorization to sync or "
+                              "async, or data.stagger_episodes: false.")
         envs = _wrap_vector(_make_other_vector_env(env_id, num_envs, vectorization, env_kwargs, seed), wrappers)
         if envs.num_envs != num_envs:
             envs.close()
