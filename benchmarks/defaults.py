@@ -74,7 +74,8 @@ ENT0_TKL = DEFAULTS_1203 + ["--model.ent_coef", "0.0", "--model.target_kl", "0.0
 ARMS = {
     # the package as it is: since 82ebf41, SB3_LIKE with observation and reward normalization; from 2026-12-03 with an
     # entropy bonus of 0.01 for continuous actions; since 2026-12-06 no bonus, SB3's KL stop at 0.02 and the critic's
-    # targets scaled instead of the rewards (lit_ent0_tkl_rets). Its rows are the defaults of the day they ran.
+    # targets scaled instead of the rewards (lit_ent0_tkl_rets); since 2026-12-07 the first episodes staggered
+    # (lit_defaults_stagger). Its rows are the defaults of the day they ran.
     "lit_defaults": [],
     "lit_defaults_1203": DEFAULTS_1203,  # the defaults from 2026-12-03 to 2026-12-06
     # the defaults before 82ebf41: CleanRL's CartPole settings
@@ -151,6 +152,10 @@ ARMS = {
     "lit_defaults_overlap_no_tkl": ["--data.overlap", "true", "--model.target_kl", "null"],
     "sb3": None,
 }
+# Every arm but the package as it is was measured before the first episodes were staggered by default (2026-12-07):
+# it pins them unstaggered, so that its rows stay its own (an arm that sets the key keeps its setting)
+ARMS = {arm: args if args is None or arm == "lit_defaults" or "--data.stagger_episodes" in args
+        else ["--data.stagger_episodes", "false", *args] for arm, args in ARMS.items()}
 EVAL_EPISODES = 20
 # lit_ppo's refusal to resume a fit that has spent its budget: a run stopped after its fit, before its evaluation
 FIT_DONE = "which leaves less than one rollout"

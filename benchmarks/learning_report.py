@@ -44,7 +44,8 @@ def config_sha(config: Path) -> str:
 # Keys written into every shipped config by the commit that changed their default, so that the configs kept their
 # settings: a run made before that commit left the key out and trained with the value now spelled out.
 # (section, key, value spelled out, commit, its day)
-SPELLED_OUT = [("model", "target_kl", None, "d2d0696", "2026-12-06")]  # the default KL stop at 0.02
+SPELLED_OUT = [("model", "target_kl", None, "d2d0696", "2026-12-06"),  # the default KL stop at 0.02
+               ("data", "stagger_episodes", False, "2a993ef", "2026-12-07")]  # first episodes staggered by default
 
 
 def trained_before(recorded: dict, commit: str, day: str) -> bool:

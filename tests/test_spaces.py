@@ -649,10 +649,10 @@ def test_unsupported_action_space_is_named():
 def test_pendulum_learns_within_a_small_budget(tmp_path):
     torch.set_num_threads(1)
     L.seed_everything(1)
-    # configs/pendulum.yaml with a 61,440-step budget (30 rollouts).
+    # configs/pendulum.yaml with a 61,440-step budget (30 rollouts); its first episodes are not staggered.
     dm = PPODataModule("Pendulum-v1", normalize_obs=True, normalize_reward=True, num_envs=16, num_steps=128,
                        total_timesteps=61_440, gamma=0.9, gae_lambda=0.95, update_epochs=10, minibatch_size=256,
-                       eval_episodes=10)
+                       eval_episodes=10, stagger_episodes=False)
     model = PPOModule(env_spec=dm.env_spec, lr=1e-3, anneal_lr=True, ent_coef=0.0)
     trainer = _trainer(tmp_path)
     [before] = trainer.validate(model, dm, verbose=False)

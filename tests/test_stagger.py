@@ -1,12 +1,13 @@
 """``data.stagger_episodes``: each environment's first episode is cut short by its share of the time limit, later
-episodes run whole, the cut is a truncation, and a vectorization without per-environment wrappers is refused."""
+episodes run whole, the cut is a truncation; on by default where the vectorization takes a wrapper per environment,
+and refused, when asked for, where it does not."""
 
 import numpy as np
 import pytest
 
 from lit_ppo import PPODataModule, PPOModule
 from lit_ppo.envs.make import make_vector_env
-from lit_ppo.envs.stagger import first_episode_limits
+from lit_ppo.envs.stagger import first_episode_limits, staggered
 from lit_ppo.errors import ConfigError
 
 
@@ -31,8 +32,8 @@ def test_each_environment_ends_its_first_episode_early_by_its_share_then_runs_wh
     assert ends == {0: [200, 400], 1: [150, 350], 2: [100, 300], 3: [50, 250, 450]}
 
 
-def test_a_rollout_holds_the_short_first_episodes_only_with_the_option():
-    def lengths(stagger: bool) -> list:
+def test_a_rollout_holds_the_short_first_episodes_by_default_and_whole_ones_without():
+    def lengths(stagger) -> list:
         dm = PPODataModule("Pendulum-v1", num_envs=4, num_steps=256, minibatch_size=256, seed=0,
                            stagger_episodes=stagger)
         dm.set_policy(PPOModule(env_spec=dm.env_spec).policy)
@@ -42,9 +43,11 @@ def test_a_rollout_holds_the_short_first_episodes_only_with_the_option():
         return sorted(rollout.episode_lengths.tolist())
 
     assert lengths(False) == [200.0] * 4
-    assert lengths(True) == [50.0, 100.0, 150.0, 200.0, 200.0]  # env 3's second episode ends at step 250
+    assert lengths(None) == lengths(True) == [50.0, 100.0, 150.0, 200.0, 200.0]  # env 3's 2nd episode ends at step 250
 
 
-def test_a_vectorization_without_per_environment_wrappers_is_refused_before_training():
+def test_a_vectorization_without_per_environment_wrappers_is_refused_when_asked_and_left_unstaggered_by_default():
     with pytest.raises(ConfigError, match=r"data.stagger_episodes.*'native'.*sync or async"):
         PPODataModule("CartPole-v1", vectorization="native", stagger_episodes=True)
+    assert not staggered(None, "native") and staggered(None, "sync") and staggered(None, "async")
+    assert not staggered(False, "sync")

@@ -12,6 +12,7 @@ from lit_ppo.envs.make import make_vector_env
 from lit_ppo.errors import ConfigError
 from lit_ppo.collection.collector import RolloutCollector
 from lit_ppo.envs.spaces import spec_from_dict
+from lit_ppo.envs.stagger import staggered
 
 
 @dataclass(frozen=True)
@@ -87,7 +88,8 @@ class RolloutRecipe:
                                   "set) an overlapped rollout's advantages are recomputed by the learner's critic, "
                                   "which a recurrent policy (model.recurrent) cannot do value by value; set "
                                   "data.normalize_reward: true (rewards scaled instead) or data.overlap: false.")
-        stagger = (self.rank * s["num_envs"], self.world_size * s["num_envs"]) if s.get("stagger_episodes") else None
+        stagger = ((self.rank * s["num_envs"], self.world_size * s["num_envs"])
+                   if staggered(s.get("stagger_episodes"), s["vectorization"]) else None)
         envs = make_vector_env(s["env_id"], s["num_envs"], s["vectorization"], s["env_kwargs"], s["wrappers"],
                                seed=self.seed, stagger=stagger)
         collector = RolloutCollector(

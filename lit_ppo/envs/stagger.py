@@ -13,6 +13,14 @@ from typing import Any, Optional
 import gymnasium as gym
 
 
+STAGGERABLE = ("sync", "async")  # the vectorizations that take a gymnasium wrapper per environment
+
+
+def staggered(stagger_episodes: Optional[bool], vectorization: Any) -> bool:
+    """``data.stagger_episodes`` resolved: ``None`` (the default) staggers wherever the vectorization can."""
+    return vectorization in STAGGERABLE if stagger_episodes is None else stagger_episodes
+
+
 def first_episode_limits(time_limit: Optional[int], first_index: int, num_envs: int, total_envs: int) -> list:
     """The length of the first episode of environments ``first_index .. first_index + num_envs - 1`` of
     ``total_envs`` (all ranks), spread evenly over one time limit: environment ``i`` ends its first episode
