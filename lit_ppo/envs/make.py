@@ -153,8 +153,8 @@ def make_vector_env(
     else:
         if stagger is not None:
             raise ConfigError(f"data.stagger_episodes: cuts each environment's first episode with a gymnasium wrapper, "
-                              f"which data.vectorization {_describe(vectorization)} does not take; set data.vectorization to sync or "
-                              "async, or data.stagger_episodes: false.")
+                              f"which data.vectorization {_describe(vectorization)} does not take; set "
+                              "data.vectorization to sync or async, or data.stagger_episodes: false.")
         envs = _wrap_vector(_make_other_vector_env(env_id, num_envs, vectorization, env_kwargs, seed), wrappers)
         if envs.num_envs != num_envs:
             envs.close()
