@@ -43,8 +43,9 @@ slow gait: does it do so at gamma 0.99, and what does it cost Ant now that rewar
 ``lit_defaults_mb256`` (today's defaults with minibatches of 256, as RL-Zoo's tuned Swimmer entry that ``swimmer.yaml``
 holds: fewer, larger steps per sample),
 ``lit_defaults_overlap`` / ``lit_defaults_overlap_decoupled`` / ``lit_defaults_overlap_no_tkl`` (today's defaults
-with ``data.overlap``, with ``model.decoupled`` too, or without the KL stop), ``lit_stagger_no_tkl`` / ``lit_stagger_tkl05`` (the staggered defaults
-without the KL stop, or with a stop at 0.05: for Swimmer-v5 and LunarLanderContinuous-v3), ``sb3`` (SB3's
+with ``data.overlap``, with ``model.decoupled`` too, or without the KL stop), ``lit_stagger_no_tkl`` /
+``lit_stagger_tkl05`` (the staggered defaults without the KL stop, or with a stop at 0.05: for Swimmer-v5 and
+LunarLanderContinuous-v3), ``sb3`` (SB3's
 ``PPO("MlpPolicy")`` with its defaults on one env, as SB3's docs run it). Needs the bench extra (and box2d for
 LunarLander). The study behind today's defaults: ``docs/results.md``, "Package defaults".
 
