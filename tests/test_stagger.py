@@ -7,15 +7,15 @@ import pytest
 
 from lit_ppo import PPODataModule, PPOModule
 from lit_ppo.envs.make import make_vector_env
-from lit_ppo.envs.stagger import first_episode_limits, staggered
+from lit_ppo.envs.stagger import first_episode_limit, staggered
 from lit_ppo.errors import ConfigError
 
 
 def test_first_episodes_are_spread_over_one_time_limit_across_all_ranks():
-    assert first_episode_limits(200, 0, 4, 4) == [200, 150, 100, 50]
+    assert [first_episode_limit(200, i, 4) for i in range(4)] == [200, 150, 100, 50]
     # rank 1 of 2, 4 envs each: environments 4-7 of 8
-    assert first_episode_limits(1000, 4, 4, 8) == [500, 375, 250, 125]
-    assert first_episode_limits(None, 0, 2, 2) == [None, None]  # no time limit: nothing to stagger by
+    assert [first_episode_limit(1000, i, 8) for i in range(4, 8)] == [500, 375, 250, 125]
+    assert first_episode_limit(None, 0, 2) is None  # no time limit: nothing to stagger by
 
 
 @pytest.mark.parametrize("vectorization", ["sync", "async"])

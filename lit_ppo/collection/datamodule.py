@@ -30,7 +30,7 @@ from lit_ppo.errors import ConfigError, require
 from lit_ppo.collection.overlap.dataset import OverlappedRolloutDataset
 from lit_ppo.collection.recipe import RolloutRecipe
 from lit_ppo.envs.spaces import spec_from_dict
-from lit_ppo.envs.stagger import STAGGERABLE
+from lit_ppo.envs.stagger import STAGGERABLE, refusal
 
 
 def reward_scaling(normalize_reward: Optional[bool], return_scaling: Optional[bool]) -> tuple[bool, bool]:
@@ -140,8 +140,7 @@ class PPODataModule(L.LightningDataModule):
                 "data.vectorization", f"must be one of {VECTORIZATION_MODES} or the class path of a function that "
                 f"returns a gymnasium.vector.VectorEnv, got {vectorization!r}.")
         require(not stagger_episodes or vectorization in STAGGERABLE, "data.stagger_episodes",
-                f"cuts each environment's first episode with a gymnasium wrapper, which data.vectorization "
-                f"{vectorization!r} does not take; set data.vectorization to sync or async, or stagger_episodes: false.")
+                refusal(repr(vectorization)))
         scale_rewards, scale_returns = reward_scaling(normalize_reward, return_scaling)
         require(not (scale_returns and scale_rewards), "data.return_scaling",
                 "and data.normalize_reward both rescale what the critic learns; set data.normalize_reward: false "

@@ -25,7 +25,7 @@ from gymnasium.vector import AutoresetMode
 from lit_ppo.classpath import ClassPathConfig, resolve
 from lit_ppo.errors import ConfigError
 from lit_ppo.envs.processes import in_worker
-from lit_ppo.envs.stagger import StaggeredStart, first_episode_limits
+from lit_ppo.envs.stagger import StaggeredStart, first_episode_limit, refusal
 
 VECTORIZATION_MODES = ("sync", "async", "native", "envpool")
 WrapperConfig = ClassPathConfig
@@ -98,7 +98,7 @@ def make_staggered_env(env_id: str, env_kwargs: Optional[dict[str, Any]], wrappe
     (:mod:`lit_ppo.envs.stagger`) when its time limit is known (``env.spec.max_episode_steps``)."""
     env = make_env(env_id, env_kwargs, wrappers, **kwargs)
     limit = env.spec.max_episode_steps if env.spec is not None else None
-    (steps,) = first_episode_limits(limit, index, 1, total_envs)
+    steps = first_episode_limit(limit, index, total_envs)
     return env if steps is None or steps == limit else StaggeredStart(env, steps)
 
 
@@ -152,9 +152,7 @@ def make_vector_env(
                                              autoreset_mode=AutoresetMode.SAME_STEP)
     else:
         if stagger is not None:
-            raise ConfigError(f"data.stagger_episodes: cuts each environment's first episode with a gymnasium wrapper, "
-                              f"which data.vectorization {_describe(vectorization)} does not take; set "
-                              "data.vectorization to sync or async, or data.stagger_episodes: false.")
+            raise ConfigError(f"data.stagger_episodes: {refusal(_describe(vectorization))}")
         envs = _wrap_vector(_make_other_vector_env(env_id, num_envs, vectorization, env_kwargs, seed), wrappers)
         if envs.num_envs != num_envs:
             envs.close()

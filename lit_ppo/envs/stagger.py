@@ -21,14 +21,20 @@ def staggered(stagger_episodes: Optional[bool], vectorization: Any) -> bool:
     return vectorization in STAGGERABLE if stagger_episodes is None else stagger_episodes
 
 
-def first_episode_limits(time_limit: Optional[int], first_index: int, num_envs: int, total_envs: int) -> list:
-    """The length of the first episode of environments ``first_index .. first_index + num_envs - 1`` of
-    ``total_envs`` (all ranks), spread evenly over one time limit: environment ``i`` ends its first episode
-    ``i * time_limit // total_envs`` steps early, environment 0 not at all. ``None`` for each where the time limit
-    is unknown (nothing to stagger by)."""
+def refusal(vectorization: str) -> str:
+    """The reason ``data.stagger_episodes: true`` is refused with ``vectorization`` (a description of it), and the
+    fix: one message wherever it is checked."""
+    return (f"cuts each environment's first episode with a gymnasium wrapper, which data.vectorization {vectorization} "
+            "does not take; set data.vectorization to sync or async, or data.stagger_episodes: false.")
+
+
+def first_episode_limit(time_limit: Optional[int], index: int, total_envs: int) -> Optional[int]:
+    """The length of environment ``index``'s first episode, of ``total_envs`` (all ranks), spread evenly over one time
+    limit: environment ``i`` ends it ``i * time_limit // total_envs`` steps early, environment 0 not at all. ``None``
+    where the time limit is unknown (nothing to stagger by)."""
     if not time_limit or time_limit <= 0:
-        return [None] * num_envs
-    return [time_limit - (first_index + i) * time_limit // total_envs for i in range(num_envs)]
+        return None
+    return time_limit - index * time_limit // total_envs
 
 
 class StaggeredStart(gym.Wrapper):
