@@ -50,8 +50,8 @@ LunarLanderContinuous-v3), ``sb3`` (SB3's
 LunarLander). The study behind today's defaults: ``docs/results.md``, "Package defaults".
 
 Each lit_ppo run trains in ``OUT_DIR/<out file's stem>_<arm>_<env>_<seed>/``, so two studies never share a run. A run
-stopped part-way (its directory has ``checkpoints/last.ckpt`` but no row) continues from that checkpoint (``--ckpt_path last``; resuming is bit-identical on one machine); its ``wall_s`` is then the last
-attempt's only.
+stopped part-way (its directory has ``checkpoints/last.ckpt`` but no row) continues from that checkpoint
+(``--ckpt_path last``; resuming is bit-identical on one machine); its ``wall_s`` is then the last attempt's only.
 """
 
 import argparse
