@@ -45,7 +45,8 @@ holds: fewer, larger steps per sample),
 ``lit_defaults_overlap`` / ``lit_defaults_overlap_decoupled`` / ``lit_defaults_overlap_no_tkl`` (today's defaults
 with ``data.overlap``, with ``model.decoupled`` too, or without the KL stop), ``lit_stagger_no_tkl`` /
 ``lit_stagger_tkl05`` (the staggered defaults without the KL stop, or with a stop at 0.05: for Swimmer-v5 and
-LunarLanderContinuous-v3), ``sb3`` (SB3's
+LunarLanderContinuous-v3), ``lit_stagger_no_obs_norm`` / ``lit_stagger_no_rets`` (the staggered defaults without
+observation normalization, or with the critic's targets unscaled), ``sb3`` (SB3's
 ``PPO("MlpPolicy")`` with its defaults on one env, as SB3's docs run it). Needs the bench extra (and box2d for
 LunarLander). The study behind today's defaults: ``docs/results.md``, "Package defaults".
 
@@ -157,6 +158,10 @@ ARMS = {
     # seed 3 stalls at 107.1. Without the stop and with a looser one (Ant-v5 needs one: 244.6 without, rewards scaled)
     "lit_stagger_no_tkl": ["--data.stagger_episodes", "true", "--model.target_kl", "null"],
     "lit_stagger_tkl05": ["--data.stagger_episodes", "true", "--model.target_kl", "0.05"],
+    # SB3's settings staggered reach the stroke by 300k steps without normalizing anything: the observations and the
+    # critic's targets left raw, one at a time
+    "lit_stagger_no_obs_norm": ["--data.stagger_episodes", "true", "--data.normalize_obs", "false"],
+    "lit_stagger_no_rets": ["--data.stagger_episodes", "true", "--data.return_scaling", "false"],
     "sb3": None,
 }
 # Every arm but the package as it is was measured before the first episodes were staggered by default (2026-12-07):
