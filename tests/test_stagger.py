@@ -49,5 +49,8 @@ def test_a_rollout_holds_the_short_first_episodes_by_default_and_whole_ones_with
 def test_a_vectorization_without_per_environment_wrappers_is_refused_when_asked_and_left_unstaggered_by_default():
     with pytest.raises(ConfigError, match=r"data.stagger_episodes.*'native'.*sync or async"):
         PPODataModule("CartPole-v1", vectorization="native", stagger_episodes=True)
+    factory = {"class_path": "my_envs.make", "init_args": {"threads": 4}}  # named by its class path, as make.py does
+    with pytest.raises(ConfigError, match=r"data.vectorization 'my_envs.make' does not take"):
+        PPODataModule("CartPole-v1", vectorization=factory, stagger_episodes=True)
     assert not staggered(None, "native") and staggered(None, "sync") and staggered(None, "async")
     assert not staggered(False, "sync")

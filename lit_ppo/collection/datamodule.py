@@ -24,7 +24,7 @@ from lit_ppo.collection.acting import PolicyPlacement
 from lit_ppo.collection.action_masks import mask_size
 from lit_ppo.checkpointing.rng import global_rng_states, set_global_rng_states
 from lit_ppo.envs.env_spec import describe_spaces
-from lit_ppo.envs.make import VECTORIZATION_MODES, make_evaluation_env
+from lit_ppo.envs.make import VECTORIZATION_MODES, describe_vectorization, make_evaluation_env
 from lit_ppo.collection.datasets import EvaluationDataset, RolloutDataset
 from lit_ppo.errors import ConfigError, require
 from lit_ppo.collection.overlap.dataset import OverlappedRolloutDataset
@@ -140,7 +140,7 @@ class PPODataModule(L.LightningDataModule):
                 "data.vectorization", f"must be one of {VECTORIZATION_MODES} or the class path of a function that "
                 f"returns a gymnasium.vector.VectorEnv, got {vectorization!r}.")
         require(not stagger_episodes or vectorization in STAGGERABLE, "data.stagger_episodes",
-                refusal(repr(vectorization)))
+                refusal(describe_vectorization(vectorization)))
         scale_rewards, scale_returns = reward_scaling(normalize_reward, return_scaling)
         require(not (scale_returns and scale_rewards), "data.return_scaling",
                 "and data.normalize_reward both rescale what the critic learns; set data.normalize_reward: false "

@@ -152,12 +152,12 @@ def make_vector_env(
                                              autoreset_mode=AutoresetMode.SAME_STEP)
     else:
         if stagger is not None:
-            raise ConfigError(f"data.stagger_episodes: {refusal(_describe(vectorization))}")
+            raise ConfigError(f"data.stagger_episodes: {refusal(describe_vectorization(vectorization))}")
         envs = _wrap_vector(_make_other_vector_env(env_id, num_envs, vectorization, env_kwargs, seed), wrappers)
         if envs.num_envs != num_envs:
             envs.close()
-            raise ConfigError(f"data.vectorization: {_describe(vectorization)} made {envs.num_envs} environments, "
-                              f"but data.num_envs is {num_envs}; make the factory honour num_envs.")
+            raise ConfigError(f"data.vectorization: {describe_vectorization(vectorization)} made {envs.num_envs} "
+                              f"environments, but data.num_envs is {num_envs}; make the factory honour num_envs.")
     autoreset_mode(envs, vectorization)  # refuses DISABLED and unknown modes now, before any step
     if envs.metadata.get("records_episode_statistics"):  # its rows' episodes are its own to count (multiagent.py)
         return envs
@@ -172,7 +172,7 @@ def autoreset_mode(envs: gym.vector.VectorEnv, vectorization: Vectorization = "?
     if mode in (AutoresetMode.SAME_STEP, AutoresetMode.NEXT_STEP):
         return mode
     raise ConfigError(
-        f"data.vectorization: {_describe(vectorization)} has autoreset mode {mode!r} "
+        f"data.vectorization: {describe_vectorization(vectorization)} has autoreset mode {mode!r} "
         f"(metadata['autoreset_mode']); PPO needs the environments to reset themselves: "
         f"AutoresetMode.NEXT_STEP or SAME_STEP (gymnasium's DISABLED leaves finished environments stopped)."
     )
@@ -192,7 +192,8 @@ def rebuilt_by_pickling(envs: gym.vector.VectorEnv) -> Optional[str]:
     return None
 
 
-def _describe(vectorization: Vectorization) -> str:
+def describe_vectorization(vectorization: Vectorization) -> str:
+    """How an error names ``data.vectorization``: a mode as written, a user's factory by its class path."""
     return repr(vectorization) if isinstance(vectorization, str) else repr(vectorization.get("class_path"))
 
 
