@@ -38,7 +38,8 @@ def _fit(tmp_path, model_kwargs=None, module_class=None, **trainer_kwargs):
     torch.manual_seed(0)
     dm = PPODataModule("CartPole-v1", num_envs=4, num_steps=16, total_timesteps=64 * ITERATIONS,
                        update_epochs=EPOCHS, minibatch_size=64 // MINIBATCHES, seed=0)
-    model = (module_class or Recording)(env_spec=dm.env_spec, hidden_sizes=[16], lr=0.01, anneal_lr=True, **(model_kwargs or {}))
+    model_kwargs = {"anneal_lr": True, **(model_kwargs or {})}
+    model = (module_class or Recording)(env_spec=dm.env_spec, hidden_sizes=[16], lr=0.01, **model_kwargs)
     trainer = L.Trainer(max_epochs=-1, logger=False, enable_checkpointing=False, enable_progress_bar=False,
                         enable_model_summary=False, default_root_dir=tmp_path, **trainer_kwargs)
     trainer.fit(model, dm)
@@ -204,3 +205,67 @@ def test_only_the_first_compiled_call_may_fall_back_to_eager():
         with pytest.raises(Exception, match=r"5|shape|size"):
             objective(bad, 0.2)
     assert objective.compiled is not None
+
+
+class RecordsRates(RecordsKL):
+    """Also records the learning rate of every optimizer step."""
+
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        self.step_lrs: list[float] = []
+
+    def on_before_optimizer_step(self, optimizer):
+        self.step_lrs.append(optimizer.param_groups[0]["lr"])
+        super().on_before_optimizer_step(optimizer)
+
+
+def test_the_adaptive_rule_by_hand():
+    from lit_ppo.learning.settings import PPOSettings
+
+    s = PPOSettings.parse(adaptive_lr_kl=0.01)
+    assert s.adapted_lr(3e-4, 0.021) == pytest.approx(2e-4)  # above twice the target: / 1.5
+    assert s.adapted_lr(3e-4, 0.004) == pytest.approx(4.5e-4)  # below half of it: x 1.5
+    assert s.adapted_lr(3e-4, 0.02) == s.adapted_lr(3e-4, 0.005) == s.adapted_lr(3e-4, 0.0) == 3e-4  # between; 0
+    assert s.adapted_lr(1.2e-5, 1.0) == 1e-5 and s.adapted_lr(8e-3, 1e-9) == 1e-2  # rsl_rl's bounds
+
+
+@pytest.mark.parametrize("target", [1e-4, 3e-3])
+def test_adaptive_lr_kl_sets_each_steps_rate_from_its_minibatchs_kl_across_rollouts(tmp_path, target):
+    model, trainer = _fit(tmp_path, model_kwargs={"adaptive_lr_kl": target, "anneal_lr": False, "target_kl": None},
+                          module_class=RecordsRates)
+    kls = [kl for rollout in model.kls for kl in rollout]
+    assert len(kls) == len(model.step_lrs) == ITERATIONS * EPOCHS * MINIBATCHES  # no stop: every update applied
+    expected, lr = [], 0.01  # _fit's lr: where the rate starts; it carries over from rollout to rollout
+    for kl in kls:
+        lr = max(1e-5, lr / 1.5) if kl > 2 * target else min(1e-2, lr * 1.5) if 0 < kl < target / 2 else lr
+        expected.append(lr)
+    assert model.step_lrs == pytest.approx(expected, rel=1e-12)
+    steps = list(zip([0.01] + model.step_lrs, model.step_lrs))
+    assert any(b < a for a, b in steps), (kls, model.step_lrs)  # the rule fell ...
+    if target == 1e-4:  # ... and rose (the next rollout's first minibatches, scored near the acting weights)
+        assert any(b > a for a, b in steps), (kls, model.step_lrs)
+
+
+def test_adaptive_lr_kl_with_anneal_lr_is_refused_naming_both(tmp_path):
+    with pytest.raises(ConfigError, match=r"model.adaptive_lr_kl: and model.anneal_lr both set the learning rate"):
+        _fit(tmp_path, model_kwargs={"adaptive_lr_kl": 0.01})  # _fit anneals
+
+
+def test_an_adapted_rate_resumes_from_the_checkpoint_not_from_model_lr(tmp_path):
+    from lightning.pytorch.callbacks import ModelCheckpoint
+
+    kwargs = {"adaptive_lr_kl": 1e-4, "anneal_lr": False, "target_kl": None}
+    runs = []
+    for iterations, ckpt_path in ((ITERATIONS, None), (ITERATIONS + 1, tmp_path / "last.ckpt")):
+        torch.manual_seed(0)
+        dm = PPODataModule("CartPole-v1", num_envs=4, num_steps=16, total_timesteps=64 * iterations,
+                           update_epochs=EPOCHS, minibatch_size=64 // MINIBATCHES, seed=0)
+        model = RecordsRates(env_spec=dm.env_spec, hidden_sizes=[16], lr=0.01, **kwargs)
+        L.Trainer(max_epochs=-1, logger=False, callbacks=[ModelCheckpoint(dirpath=tmp_path, save_last=True)],
+                  enable_progress_bar=False, enable_model_summary=False, default_root_dir=tmp_path,
+                  ).fit(model, dm, ckpt_path=ckpt_path)
+        runs.append(model)
+    first, resumed = runs
+    assert first.step_lrs[-1] != 0.01  # what the resumed fit must not start from
+    assert len(resumed.step_lrs) == EPOCHS * MINIBATCHES  # the one rollout left
+    assert resumed.step_lrs[0] == resumed.ppo.adapted_lr(first.step_lrs[-1], resumed.kls[0][0])

@@ -77,6 +77,13 @@ class PPOModule(L.LightningModule):
             config"). Costs a host sync per minibatch (and a reduce across DDP ranks, so that every rank stops at
             the same update). With ``data.overlap`` the KL is measured from the learner's policy at the update's
             start, not from the older policy that acted (:mod:`lit_ppo.learning.decoupled`).
+        adaptive_lr_kl: adapt the learning rate after every minibatch to hold its approx KL near this value
+            (rsl_rl's adaptive schedule: divided by 1.5 when a minibatch's KL exceeds twice it, multiplied by 1.5 when
+            below half of it, within [1e-5, 1e-2]; :meth:`PPOSettings.adapted_lr`), starting from ``lr`` and carried
+            from rollout to rollout (and in checkpoints, with the optimizer's state); ``stats/lr`` logs it at each
+            rollout's end. ``null`` (default): off. Not with ``anneal_lr``. Costs a host sync per minibatch (a reduce
+            across DDP ranks, so that every rank steps at the same rate). With ``target_kl`` too, the stop is checked
+            first.
         actor_device: where the rollout's policy acts (environments always step on the CPU): ``cpu`` (a CPU copy
             of the learner's weights, refreshed once per rollout), ``learner`` (the learner's network on its
             accelerator: an upload and a download every step), ``auto`` (measured at the first rollout; the
@@ -110,6 +117,7 @@ class PPOModule(L.LightningModule):
         max_grad_norm: Optional[float] = 0.5,
         norm_adv: bool = True,
         target_kl: Optional[float] = 0.02,
+        adaptive_lr_kl: Optional[float] = None,
         decoupled: bool = False,
         decoupled_max_weight: Optional[float] = 2.0,
         actor_device: str = "cpu",
@@ -189,6 +197,7 @@ class PPOModule(L.LightningModule):
             elif self.ppo.target_kl is not None:  # Cleanba's clip: the stop still measures the update's own KL
                 rollout = measure_kl_from_learner(self.policy, rollout)
         sums, updates, skipped = self._update(rollout, lr, clip_coef)
+        lr = self.optimizers().param_groups[0]["lr"]  # what the last update used (model.adaptive_lr_kl moves it)
         self.nonfinite.check_rollout(sums, list(self.policy.parameters()), updates, skipped, rollout.nonfinite,
                                      self.trainer.strategy, self.current_epoch + 1, self.global_step)
         self._update_normalization(rollout)
@@ -201,8 +210,9 @@ class PPOModule(L.LightningModule):
         """``update_epochs`` passes of minibatch steps; the terms summed over the applied updates, their number, skips."""
         ppo = self.ppo
         optimizer = self.optimizers()
-        for group in optimizer.param_groups:
-            group["lr"] = lr
+        if ppo.adaptive_lr_kl is None:  # adapted, the rate carries over from the last update instead
+            for group in optimizer.param_groups:
+                group["lr"] = lr
         sums = torch.zeros(len(LOSS_NAMES), device=self.device)
         updates = skipped = 0
         for epoch in range(rollout.update_epochs):
@@ -210,11 +220,15 @@ class PPOModule(L.LightningModule):
                 rollout = self._recompute_advantages(rollout)
             for minibatch in rollout.minibatches(epoch):
                 loss, terms = self.objective(self.objective.prepare(minibatch, ppo.norm_adv), clip_coef)
-                if ppo.target_kl is not None and self._kl_exceeded(terms):
+                kl = self._kl(terms) if ppo.target_kl is not None or ppo.adaptive_lr_kl is not None else None
+                if ppo.target_kl is not None and bool(kl > 1.5 * ppo.target_kl):
                     return sums, updates, skipped  # as SB3: the update that would exceed it is not applied
                 if self.nonfinite.skip(terms, self.trainer.strategy):
                     skipped += 1
                     continue
+                if ppo.adaptive_lr_kl is not None:  # as rsl_rl: this minibatch's KL sets the rate of its own step
+                    for group in optimizer.param_groups:
+                        group["lr"] = ppo.adapted_lr(group["lr"], float(kl))
                 sums += terms  # no sync here: a non-finite term carries into the sums, checked once per rollout
                 updates += 1
                 optimizer.zero_grad()
@@ -239,10 +253,9 @@ class PPOModule(L.LightningModule):
         if self.ppo.max_grad_norm:
             self.clip_gradients(optimizer, gradient_clip_val=self.ppo.max_grad_norm, gradient_clip_algorithm="norm")
 
-    def _kl_exceeded(self, terms: Tensor) -> bool:
-        # This minibatch's KL before its step (SB3's rule), averaged so every rank stops together; a sync per step.
-        kl = self.trainer.strategy.reduce(terms[KL_INDEX], reduce_op="mean")
-        return bool(kl > 1.5 * self.ppo.target_kl)
+    def _kl(self, terms: Tensor) -> Tensor:
+        # This minibatch's KL before its step, averaged so every rank stops (or adapts) together; a sync per step.
+        return self.trainer.strategy.reduce(terms[KL_INDEX], reduce_op="mean")
 
     def _update_normalization(self, rollout: Rollout) -> None:
         # After the updates, so that acting on a rollout and learning from it use the same statistics; over the real

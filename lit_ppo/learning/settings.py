@@ -8,6 +8,7 @@ from typing import Any, Optional, Union
 from lit_ppo.errors import require
 from lit_ppo.learning.nonfinite import MODES as NONFINITE_MODES
 
+LR_BOUNDS = (1e-5, 1e-2)  # model.adaptive_lr_kl's range for the learning rate (rsl_rl's)
 COMPILE_CHOICES = (False, True, "default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
 
 
@@ -25,6 +26,7 @@ class PPOSettings:
     max_grad_norm: Optional[float] = 0.5
     norm_adv: bool = True
     target_kl: Optional[float] = 0.02
+    adaptive_lr_kl: Optional[float] = None
     decoupled: bool = False
     decoupled_max_weight: Optional[float] = 2.0
     on_nonfinite: str = "stop"
@@ -45,6 +47,11 @@ class PPOSettings:
                 "model.clip_vloss", f"must be false, true (clip with clip_coef) or a positive value clip range, got "
                 f"{s.clip_vloss!r}.")
         require(s.target_kl is None or s.target_kl > 0, "model.target_kl", f"must be positive or null, got {s.target_kl}.")
+        require(s.adaptive_lr_kl is None or s.adaptive_lr_kl > 0, "model.adaptive_lr_kl",
+                f"must be positive or null (a constant or annealed learning rate), got {s.adaptive_lr_kl}.")
+        require(s.adaptive_lr_kl is None or not s.anneal_lr, "model.adaptive_lr_kl",
+                "and model.anneal_lr both set the learning rate; set model.anneal_lr: false to adapt it to the KL (or "
+                "adaptive_lr_kl: null to anneal it).")
         require(s.decoupled_max_weight is None or s.decoupled_max_weight >= 1.0, "model.decoupled_max_weight",
                 f"must be >= 1 (1 truncates every weight above 1, as V-trace's rho-bar of 1) or null (unbounded), got "
                 f"{s.decoupled_max_weight}.")
@@ -61,6 +68,17 @@ class PPOSettings:
     def value_clip(self) -> Optional[float]:
         """The value clip range (SB3's ``clip_range_vf``), None for none: ``clip_vloss: true`` means ``clip_coef``."""
         return None if self.clip_vloss is False else float(self.clip_coef if self.clip_vloss is True else self.clip_vloss)
+
+    def adapted_lr(self, lr: float, kl: float) -> float:
+        """rsl_rl's adaptive schedule (``model.adaptive_lr_kl``): the learning rate for the update of a minibatch
+        whose approx KL (before its step) is ``kl``, from the one before: divided by 1.5 above twice the target,
+        multiplied by 1.5 below half of it (a KL of exactly 0, the weights that acted, leaves it), kept within
+        [1e-5, 1e-2]."""
+        if kl > 2.0 * self.adaptive_lr_kl:
+            return max(LR_BOUNDS[0], lr / 1.5)
+        if 0.0 < kl < 0.5 * self.adaptive_lr_kl:
+            return min(LR_BOUNDS[1], lr * 1.5)
+        return lr
 
     def annealed(self, budget_fraction: float) -> tuple[float, float]:
         """``(lr, clip_coef)`` with ``budget_fraction`` of the step budget done: linearly to 0 where annealed."""
