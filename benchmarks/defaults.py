@@ -48,6 +48,7 @@ with ``data.overlap``, with ``model.decoupled`` too, or without the KL stop), ``
 LunarLanderContinuous-v3), ``lit_stagger_no_obs_norm`` / ``lit_stagger_no_rets`` (the staggered defaults without
 observation normalization, or with the critic's targets unscaled), ``lit_stagger_vf1`` (with SB3's value weight),
 ``lit_stagger_no_tkl_no_obs_norm`` / ``lit_stagger_no_tkl_no_rets`` (without the stop, and one normalization undone),
+``lit_stagger_alr01`` / ``lit_stagger_alr02`` (the stop replaced by a learning rate adapted to a KL of 0.01 or 0.02),
 ``sb3`` (SB3's ``PPO("MlpPolicy")`` with its defaults on one env, as SB3's docs run it). Needs the bench extra (and
 box2d for LunarLander). The study behind today's defaults: ``docs/results.md``, "Package defaults".
 
@@ -173,6 +174,12 @@ ARMS = {
                                        "--data.normalize_obs", "false"],
     "lit_stagger_no_tkl_no_rets": ["--data.stagger_episodes", "true", "--model.target_kl", "null",
                                    "--data.return_scaling", "false"],
+    # The KL held by the learning rate instead of a hard stop (rsl_rl's adaptive schedule at its 0.01, and at 0.02):
+    # Swimmer-v5 needs more than the stop's 44-63 updates a rollout, Ant-v5 needs the KL held (559.4 / 456.4 without)
+    "lit_stagger_alr01": ["--data.stagger_episodes", "true", "--model.target_kl", "null", "--model.adaptive_lr_kl",
+                          "0.01"],
+    "lit_stagger_alr02": ["--data.stagger_episodes", "true", "--model.target_kl", "null", "--model.adaptive_lr_kl",
+                          "0.02"],
     "sb3": None,
 }
 # Every arm but the package as it is was measured before the first episodes were staggered by default (2026-12-07):
