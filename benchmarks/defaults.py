@@ -49,6 +49,8 @@ LunarLanderContinuous-v3), ``lit_stagger_no_obs_norm`` / ``lit_stagger_no_rets``
 observation normalization, or with the critic's targets unscaled), ``lit_stagger_vf1`` (with SB3's value weight),
 ``lit_stagger_no_tkl_no_obs_norm`` / ``lit_stagger_no_tkl_no_rets`` (without the stop, and one normalization undone),
 ``lit_stagger_alr01`` / ``lit_stagger_alr02`` (the stop replaced by a learning rate adapted to a KL of 0.01 or 0.02),
+``lit_stagger_alrr02`` / ``lit_stagger_alrr02_no_obs_norm`` (adapted once per rollout, to 0.02; and with raw
+observations),
 ``sb3`` (SB3's ``PPO("MlpPolicy")`` with its defaults on one env, as SB3's docs run it). Needs the bench extra (and
 box2d for LunarLander). The study behind today's defaults: ``docs/results.md``, "Package defaults".
 
@@ -180,6 +182,13 @@ ARMS = {
                           "0.01"],
     "lit_stagger_alr02": ["--data.stagger_episodes", "true", "--model.target_kl", "null", "--model.adaptive_lr_kl",
                           "0.02"],
+    # The same rule once per rollout (the per-minibatch one pins the rate at 1e-5 by every rollout's end with the
+    # defaults' 320 minibatches: Ant-v5 at 21 / 197 after 400k steps), with observations normalized and raw
+    "lit_stagger_alrr02": ["--data.stagger_episodes", "true", "--model.target_kl", "null", "--model.adaptive_lr_kl",
+                           "0.02", "--model.adaptive_lr_every", "rollout"],
+    "lit_stagger_alrr02_no_obs_norm": ["--data.stagger_episodes", "true", "--model.target_kl", "null",
+                                       "--model.adaptive_lr_kl", "0.02", "--model.adaptive_lr_every", "rollout",
+                                       "--data.normalize_obs", "false"],
     "sb3": None,
 }
 # Every arm but the package as it is was measured before the first episodes were staggered by default (2026-12-07):

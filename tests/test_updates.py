@@ -269,3 +269,26 @@ def test_an_adapted_rate_resumes_from_the_checkpoint_not_from_model_lr(tmp_path)
     assert first.step_lrs[-1] != 0.01  # what the resumed fit must not start from
     assert len(resumed.step_lrs) == EPOCHS * MINIBATCHES  # the one rollout left
     assert resumed.step_lrs[0] == resumed.ppo.adapted_lr(first.step_lrs[-1], resumed.kls[0][0])
+
+
+@pytest.mark.parametrize("target", [1e-4, 1.0])
+def test_adaptive_lr_every_rollout_sets_the_next_rollouts_rate_from_its_last_kl(tmp_path, target):
+    kwargs = {"adaptive_lr_kl": target, "adaptive_lr_every": "rollout", "anneal_lr": False, "target_kl": None}
+    model, _ = _fit(tmp_path, model_kwargs=kwargs, module_class=RecordsRates)
+    per_rollout = EPOCHS * MINIBATCHES
+    rates = [model.step_lrs[i:i + per_rollout] for i in range(0, len(model.step_lrs), per_rollout)]
+    assert len(rates) == ITERATIONS and all(len(set(r)) == 1 for r in rates)  # one rate a rollout
+    expected = [0.01]
+    for kls in model.kls[:-1]:
+        expected.append(model.ppo.adapted_lr(expected[-1], kls[-1]))
+    assert [r[0] for r in rates] == expected
+    # this small policy at lr 0.01 passes 2e-4 every rollout (the rate falls), never 0.5 (it rises)
+    assert expected == ([0.01 / 1.5 ** i for i in range(ITERATIONS)] if target == 1e-4 else
+                        [min(0.01 * 1.5 ** i, 1e-2) for i in range(ITERATIONS)]), model.kls
+
+
+def test_adaptive_lr_every_is_checked():
+    from lit_ppo.learning.settings import PPOSettings
+
+    with pytest.raises(ConfigError, match=r"model.adaptive_lr_every: must be one of \('minibatch', 'rollout'\)"):
+        PPOSettings.parse(adaptive_lr_kl=0.01, adaptive_lr_every="epoch")

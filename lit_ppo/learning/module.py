@@ -83,7 +83,12 @@ class PPOModule(L.LightningModule):
             from rollout to rollout (and in checkpoints, with the optimizer's state); ``stats/lr`` logs it at each
             rollout's end. ``null`` (default): off. Not with ``anneal_lr``. Costs a host sync per minibatch (a reduce
             across DDP ranks, so that every rank steps at the same rate). With ``target_kl`` too, the stop is checked
-            first.
+            first. With many minibatches a rollout (the defaults' 320) the KL, measured from the rollout's policy,
+            passes twice the target part-way and every later step divides the rate: it ends each rollout at 1e-5
+            (Ant-v5, ``docs/notebook/results.md``); ``adaptive_lr_every: rollout`` adapts it once per rollout instead.
+        adaptive_lr_every: when ``adaptive_lr_kl`` moves the rate: ``minibatch`` (rsl_rl's, before each step) or
+            ``rollout`` (after the rollout's updates, from the KL of its last minibatch scored: the rate of the next
+            rollout's updates; one host sync a rollout).
         actor_device: where the rollout's policy acts (environments always step on the CPU): ``cpu`` (a CPU copy
             of the learner's weights, refreshed once per rollout), ``learner`` (the learner's network on its
             accelerator: an upload and a download every step), ``auto`` (measured at the first rollout; the
@@ -118,6 +123,7 @@ class PPOModule(L.LightningModule):
         norm_adv: bool = True,
         target_kl: Optional[float] = 0.02,
         adaptive_lr_kl: Optional[float] = None,
+        adaptive_lr_every: str = "minibatch",
         decoupled: bool = False,
         decoupled_max_weight: Optional[float] = 2.0,
         actor_device: str = "cpu",
@@ -196,8 +202,9 @@ class PPOModule(L.LightningModule):
                 rollout = decouple(self.policy, rollout)
             elif self.ppo.target_kl is not None:  # Cleanba's clip: the stop still measures the update's own KL
                 rollout = measure_kl_from_learner(self.policy, rollout)
-        sums, updates, skipped = self._update(rollout, lr, clip_coef)
+        sums, updates, skipped, last_kl = self._update(rollout, lr, clip_coef)
         lr = self.optimizers().param_groups[0]["lr"]  # what the last update used (model.adaptive_lr_kl moves it)
+        self._adapt_lr_after_rollout(last_kl)
         self.nonfinite.check_rollout(sums, list(self.policy.parameters()), updates, skipped, rollout.nonfinite,
                                      self.trainer.strategy, self.current_epoch + 1, self.global_step)
         self._update_normalization(rollout)
@@ -206,8 +213,9 @@ class PPOModule(L.LightningModule):
                                       max_weight=self.ppo.decoupled_max_weight,
                                       agents=self.hparams.env_spec.get("agents"))
 
-    def _update(self, rollout: Rollout, lr: float, clip_coef: float) -> tuple[Tensor, int, int]:
-        """``update_epochs`` passes of minibatch steps; the terms summed over the applied updates, their number, skips."""
+    def _update(self, rollout: Rollout, lr: float, clip_coef: float) -> tuple[Tensor, int, int, Optional[Tensor]]:
+        """``update_epochs`` passes of minibatch steps; the terms summed over the applied updates, their number, skips,
+        and the approx KL of the last minibatch scored (this rank's)."""
         ppo = self.ppo
         optimizer = self.optimizers()
         if ppo.adaptive_lr_kl is None:  # adapted, the rate carries over from the last update instead
@@ -215,18 +223,21 @@ class PPOModule(L.LightningModule):
                 group["lr"] = lr
         sums = torch.zeros(len(LOSS_NAMES), device=self.device)
         updates = skipped = 0
+        per_minibatch = ppo.adaptive_lr_kl is not None and ppo.adaptive_lr_every == "minibatch"
+        last_kl = None
         for epoch in range(rollout.update_epochs):
             if epoch and rollout.recompute_advantages:
                 rollout = self._recompute_advantages(rollout)
             for minibatch in rollout.minibatches(epoch):
                 loss, terms = self.objective(self.objective.prepare(minibatch, ppo.norm_adv), clip_coef)
-                kl = self._kl(terms) if ppo.target_kl is not None or ppo.adaptive_lr_kl is not None else None
+                last_kl = terms[KL_INDEX]
+                kl = self._kl(terms) if ppo.target_kl is not None or per_minibatch else None
                 if ppo.target_kl is not None and bool(kl > 1.5 * ppo.target_kl):
-                    return sums, updates, skipped  # as SB3: the update that would exceed it is not applied
+                    return sums, updates, skipped, last_kl  # as SB3: the update that would exceed it is not applied
                 if self.nonfinite.skip(terms, self.trainer.strategy):
                     skipped += 1
                     continue
-                if ppo.adaptive_lr_kl is not None:  # as rsl_rl: this minibatch's KL sets the rate of its own step
+                if per_minibatch:  # as rsl_rl: this minibatch's KL sets the rate of its own step
                     for group in optimizer.param_groups:
                         group["lr"] = ppo.adapted_lr(group["lr"], float(kl))
                 sums += terms  # no sync here: a non-finite term carries into the sums, checked once per rollout
@@ -234,7 +245,15 @@ class PPOModule(L.LightningModule):
                 optimizer.zero_grad()
                 self.manual_backward(loss)
                 optimizer.step()  # clipping happens in on_before_optimizer_step
-        return sums, updates, skipped
+        return sums, updates, skipped, last_kl
+
+    def _adapt_lr_after_rollout(self, last_kl: Optional[Tensor]) -> None:
+        # adaptive_lr_every: rollout: the rollout's last scored KL sets the next rollout's rate
+        if self.ppo.adaptive_lr_kl is None or self.ppo.adaptive_lr_every != "rollout" or last_kl is None:
+            return
+        kl = float(self.trainer.strategy.reduce(last_kl, reduce_op="mean"))
+        for group in self.optimizers().param_groups:
+            group["lr"] = self.ppo.adapted_lr(group["lr"], kl)
 
     @torch.no_grad()
     def _recompute_advantages(self, rollout: Rollout, merged_returns: bool = False) -> Rollout:

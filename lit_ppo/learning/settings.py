@@ -8,6 +8,7 @@ from typing import Any, Optional, Union
 from lit_ppo.errors import require
 from lit_ppo.learning.nonfinite import MODES as NONFINITE_MODES
 
+ADAPTIVE_LR_EVERY = ("minibatch", "rollout")  # when model.adaptive_lr_kl moves the rate
 LR_BOUNDS = (1e-5, 1e-2)  # model.adaptive_lr_kl's range for the learning rate (rsl_rl's)
 COMPILE_CHOICES = (False, True, "default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
 
@@ -27,6 +28,7 @@ class PPOSettings:
     norm_adv: bool = True
     target_kl: Optional[float] = 0.02
     adaptive_lr_kl: Optional[float] = None
+    adaptive_lr_every: str = "minibatch"
     decoupled: bool = False
     decoupled_max_weight: Optional[float] = 2.0
     on_nonfinite: str = "stop"
@@ -52,6 +54,8 @@ class PPOSettings:
         require(s.adaptive_lr_kl is None or not s.anneal_lr, "model.adaptive_lr_kl",
                 "and model.anneal_lr both set the learning rate; set model.anneal_lr: false to adapt it to the KL (or "
                 "adaptive_lr_kl: null to anneal it).")
+        require(s.adaptive_lr_every in ADAPTIVE_LR_EVERY, "model.adaptive_lr_every",
+                f"must be one of {ADAPTIVE_LR_EVERY}, got {s.adaptive_lr_every!r}.")
         require(s.decoupled_max_weight is None or s.decoupled_max_weight >= 1.0, "model.decoupled_max_weight",
                 f"must be >= 1 (1 truncates every weight above 1, as V-trace's rho-bar of 1) or null (unbounded), got "
                 f"{s.decoupled_max_weight}.")
