@@ -7,6 +7,7 @@ import torch
 
 from lit_ppo import PPODataModule, PPOModule
 from lit_ppo.errors import ConfigError
+from lit_ppo.learning.learning_rate import adapted_lr
 from lit_ppo.learning.losses import LOSS_NAMES
 
 ITERATIONS, EPOCHS, MINIBATCHES = 3, 2, 4
@@ -220,13 +221,10 @@ class RecordsRates(RecordsKL):
 
 
 def test_the_adaptive_rule_by_hand():
-    from lit_ppo.learning.settings import PPOSettings
-
-    s = PPOSettings.parse(adaptive_lr_kl=0.01)
-    assert s.adapted_lr(3e-4, 0.021) == pytest.approx(2e-4)  # above twice the target: / 1.5
-    assert s.adapted_lr(3e-4, 0.004) == pytest.approx(4.5e-4)  # below half of it: x 1.5
-    assert s.adapted_lr(3e-4, 0.02) == s.adapted_lr(3e-4, 0.005) == s.adapted_lr(3e-4, 0.0) == 3e-4  # between; 0
-    assert s.adapted_lr(1.2e-5, 1.0) == 1e-5 and s.adapted_lr(8e-3, 1e-9) == 1e-2  # rsl_rl's bounds
+    assert adapted_lr(3e-4, 0.021, 0.01) == pytest.approx(2e-4)  # above twice the target: / 1.5
+    assert adapted_lr(3e-4, 0.004, 0.01) == pytest.approx(4.5e-4)  # below half of it: x 1.5
+    assert adapted_lr(3e-4, 0.02, 0.01) == adapted_lr(3e-4, 0.005, 0.01) == adapted_lr(3e-4, 0.0, 0.01) == 3e-4
+    assert adapted_lr(1.2e-5, 1.0, 0.01) == 1e-5 and adapted_lr(8e-3, 1e-9, 0.01) == 1e-2  # rsl_rl's bounds
 
 
 @pytest.mark.parametrize("target", [1e-4, 3e-3])
@@ -268,7 +266,7 @@ def test_an_adapted_rate_resumes_from_the_checkpoint_not_from_model_lr(tmp_path)
     first, resumed = runs
     assert first.step_lrs[-1] != 0.01  # what the resumed fit must not start from
     assert len(resumed.step_lrs) == EPOCHS * MINIBATCHES  # the one rollout left
-    assert resumed.step_lrs[0] == resumed.ppo.adapted_lr(first.step_lrs[-1], resumed.kls[0][0])
+    assert resumed.step_lrs[0] == adapted_lr(first.step_lrs[-1], resumed.kls[0][0], 1e-4)
 
 
 @pytest.mark.parametrize("target", [1e-4, 1.0])
@@ -280,7 +278,7 @@ def test_adaptive_lr_every_rollout_sets_the_next_rollouts_rate_from_its_last_kl(
     assert len(rates) == ITERATIONS and all(len(set(r)) == 1 for r in rates)  # one rate a rollout
     expected = [0.01]
     for kls in model.kls[:-1]:
-        expected.append(model.ppo.adapted_lr(expected[-1], kls[-1]))
+        expected.append(adapted_lr(expected[-1], kls[-1], target))
     assert [r[0] for r in rates] == expected
     # this small policy at lr 0.01 passes 2e-4 every rollout (the rate falls), never 0.5 (it rises)
     assert expected == ([0.01 / 1.5 ** i for i in range(ITERATIONS)] if target == 1e-4 else

@@ -26,6 +26,7 @@ from lit_ppo.checkpointing.settings import check_compatible
 from lit_ppo.classpath import ClassPathConfig
 from lit_ppo.learning.decoupled import decouple, in_learner_units, measure_kl_from_learner
 from lit_ppo.errors import ConfigError
+from lit_ppo.learning.learning_rate import current_lr
 from lit_ppo.learning.metrics import RecentEpisodes, RolloutLogging, UpdateSummary
 from lit_ppo.learning.objective import PPOObjective, default_ent_coef
 from lit_ppo.learning.losses import LOSS_NAMES
@@ -79,9 +80,9 @@ class PPOModule(L.LightningModule):
             start, not from the older policy that acted (:mod:`lit_ppo.learning.decoupled`).
         adaptive_lr_kl: adapt the learning rate after every minibatch to hold its approx KL near this value
             (rsl_rl's adaptive schedule: divided by 1.5 when a minibatch's KL exceeds twice it, multiplied by 1.5 when
-            below half of it, within [1e-5, 1e-2]; :meth:`PPOSettings.adapted_lr`), starting from ``lr`` and carried
-            from rollout to rollout (and in checkpoints, with the optimizer's state); ``stats/lr`` logs it at each
-            rollout's end. ``null`` (default): off. Not with ``anneal_lr``. Costs a host sync per minibatch (a reduce
+            below half of it, within [1e-5, 1e-2]; :mod:`lit_ppo.learning.learning_rate`), starting from ``lr``
+            and carried from rollout to rollout (and in checkpoints, with the optimizer's state); ``stats/lr`` logs it
+            at each rollout's end. ``null`` (default): off. Not with ``anneal_lr``. Costs a host sync per minibatch (a reduce
             across DDP ranks, so that every rank steps at the same rate). With ``target_kl`` too, the stop is checked
             first. With many minibatches a rollout (the defaults' 320) the KL, measured from the rollout's policy,
             passes twice the target part-way and every later step divides the rate: it ends each rollout at 1e-5
@@ -137,6 +138,7 @@ class PPOModule(L.LightningModule):
         self.save_hyperparameters()
         # Each concern's settings checked once, where they are read: the update's, the network's, the acting's.
         self.ppo = PPOSettings.from_hparams(self.hparams)
+        self.learning_rate = self.ppo.learning_rate()
         check_actor_device(actor_device)
         self.automatic_optimization = False  # several optimizer steps per Lightning step: see the module docstring
         self.policy = ActorCritic.from_settings(self.hparams)
@@ -193,7 +195,8 @@ class PPOModule(L.LightningModule):
         """One rollout's updates, then the checks and statistics that belong to the rollout."""
         start = time.perf_counter()
         self.env_steps = rollout.env_steps  # before validation runs at this epoch's end: it logs at these steps
-        lr, clip_coef = self.ppo.annealed(rollout.budget_fraction)  # annealing follows the budget
+        clip_coef = self.ppo.annealed_clip(rollout.budget_fraction)  # annealing follows the budget
+        self.learning_rate.start_rollout(self.optimizers(), rollout.budget_fraction)
         if rollout.policy_lag:  # acted by an older policy (data.overlap): lit_ppo.learning.decoupled
             rollout = in_learner_units(self.policy, rollout)
             if rollout.has_trace and self.policy.return_scaling:  # GAE from the learner's critic, as synchronously
@@ -202,9 +205,11 @@ class PPOModule(L.LightningModule):
                 rollout = decouple(self.policy, rollout)
             elif self.ppo.target_kl is not None:  # Cleanba's clip: the stop still measures the update's own KL
                 rollout = measure_kl_from_learner(self.policy, rollout)
-        sums, updates, skipped, last_kl = self._update(rollout, lr, clip_coef)
-        lr = self.optimizers().param_groups[0]["lr"]  # what the last update used (model.adaptive_lr_kl moves it)
-        self._adapt_lr_after_rollout(last_kl)
+        sums, updates, skipped, last_kl = self._update(rollout, clip_coef)
+        lr = current_lr(self.optimizers())  # what the last update used (model.adaptive_lr_kl moves it)
+        if self.learning_rate.adapts_each_rollout and last_kl is not None:  # the next rollout's rate, on every rank
+            self.learning_rate.end_rollout(self.optimizers(),
+                                           float(self.trainer.strategy.reduce(last_kl, reduce_op="mean")))
         self.nonfinite.check_rollout(sums, list(self.policy.parameters()), updates, skipped, rollout.nonfinite,
                                      self.trainer.strategy, self.current_epoch + 1, self.global_step)
         self._update_normalization(rollout)
@@ -213,17 +218,13 @@ class PPOModule(L.LightningModule):
                                       max_weight=self.ppo.decoupled_max_weight,
                                       agents=self.hparams.env_spec.get("agents"))
 
-    def _update(self, rollout: Rollout, lr: float, clip_coef: float) -> tuple[Tensor, int, int, Optional[Tensor]]:
+    def _update(self, rollout: Rollout, clip_coef: float) -> tuple[Tensor, int, int, Optional[Tensor]]:
         """``update_epochs`` passes of minibatch steps; the terms summed over the applied updates, their number, skips,
         and the approx KL of the last minibatch scored (this rank's)."""
         ppo = self.ppo
         optimizer = self.optimizers()
-        if ppo.adaptive_lr_kl is None:  # adapted, the rate carries over from the last update instead
-            for group in optimizer.param_groups:
-                group["lr"] = lr
         sums = torch.zeros(len(LOSS_NAMES), device=self.device)
         updates = skipped = 0
-        per_minibatch = ppo.adaptive_lr_kl is not None and ppo.adaptive_lr_every == "minibatch"
         last_kl = None
         for epoch in range(rollout.update_epochs):
             if epoch and rollout.recompute_advantages:
@@ -231,29 +232,19 @@ class PPOModule(L.LightningModule):
             for minibatch in rollout.minibatches(epoch):
                 loss, terms = self.objective(self.objective.prepare(minibatch, ppo.norm_adv), clip_coef)
                 last_kl = terms[KL_INDEX]
-                kl = self._kl(terms) if ppo.target_kl is not None or per_minibatch else None
+                kl = self._kl(terms) if ppo.target_kl is not None or self.learning_rate.needs_each_kl else None
                 if ppo.target_kl is not None and bool(kl > 1.5 * ppo.target_kl):
                     return sums, updates, skipped, last_kl  # as SB3: the update that would exceed it is not applied
                 if self.nonfinite.skip(terms, self.trainer.strategy):
                     skipped += 1
                     continue
-                if per_minibatch:  # as rsl_rl: this minibatch's KL sets the rate of its own step
-                    for group in optimizer.param_groups:
-                        group["lr"] = ppo.adapted_lr(group["lr"], float(kl))
+                self.learning_rate.before_step(optimizer, kl)  # adaptive_lr_every: minibatch, as rsl_rl
                 sums += terms  # no sync here: a non-finite term carries into the sums, checked once per rollout
                 updates += 1
                 optimizer.zero_grad()
                 self.manual_backward(loss)
                 optimizer.step()  # clipping happens in on_before_optimizer_step
         return sums, updates, skipped, last_kl
-
-    def _adapt_lr_after_rollout(self, last_kl: Optional[Tensor]) -> None:
-        # adaptive_lr_every: rollout: the rollout's last scored KL sets the next rollout's rate
-        if self.ppo.adaptive_lr_kl is None or self.ppo.adaptive_lr_every != "rollout" or last_kl is None:
-            return
-        kl = float(self.trainer.strategy.reduce(last_kl, reduce_op="mean"))
-        for group in self.optimizers().param_groups:
-            group["lr"] = self.ppo.adapted_lr(group["lr"], kl)
 
     @torch.no_grad()
     def _recompute_advantages(self, rollout: Rollout, merged_returns: bool = False) -> Rollout:

@@ -6,10 +6,9 @@ from dataclasses import dataclass, fields
 from typing import Any, Optional, Union
 
 from lit_ppo.errors import require
+from lit_ppo.learning.learning_rate import ADAPTIVE_LR_EVERY, LearningRate
 from lit_ppo.learning.nonfinite import MODES as NONFINITE_MODES
 
-ADAPTIVE_LR_EVERY = ("minibatch", "rollout")  # when model.adaptive_lr_kl moves the rate
-LR_BOUNDS = (1e-5, 1e-2)  # model.adaptive_lr_kl's range for the learning rate (rsl_rl's)
 COMPILE_CHOICES = (False, True, "default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
 
 
@@ -73,19 +72,10 @@ class PPOSettings:
         """The value clip range (SB3's ``clip_range_vf``), None for none: ``clip_vloss: true`` means ``clip_coef``."""
         return None if self.clip_vloss is False else float(self.clip_coef if self.clip_vloss is True else self.clip_vloss)
 
-    def adapted_lr(self, lr: float, kl: float) -> float:
-        """rsl_rl's adaptive schedule (``model.adaptive_lr_kl``): the learning rate for the update of a minibatch
-        whose approx KL (before its step) is ``kl``, from the one before: divided by 1.5 above twice the target,
-        multiplied by 1.5 below half of it (a KL of exactly 0, the weights that acted, leaves it), kept within
-        [1e-5, 1e-2]."""
-        if kl > 2.0 * self.adaptive_lr_kl:
-            return max(LR_BOUNDS[0], lr / 1.5)
-        if 0.0 < kl < 0.5 * self.adaptive_lr_kl:
-            return min(LR_BOUNDS[1], lr * 1.5)
-        return lr
+    def learning_rate(self) -> LearningRate:
+        """What sets each update's learning rate: ``lr``, ``anneal_lr``, ``adaptive_lr_kl``, ``adaptive_lr_every``."""
+        return LearningRate(self.lr, self.anneal_lr, self.adaptive_lr_kl, self.adaptive_lr_every)
 
-    def annealed(self, budget_fraction: float) -> tuple[float, float]:
-        """``(lr, clip_coef)`` with ``budget_fraction`` of the step budget done: linearly to 0 where annealed."""
-        remaining = 1.0 - budget_fraction
-        return (self.lr * (remaining if self.anneal_lr else 1.0),
-                self.clip_coef * (remaining if self.anneal_clip else 1.0))
+    def annealed_clip(self, budget_fraction: float) -> float:
+        """``clip_coef`` with ``budget_fraction`` of the step budget done: linearly to 0 where annealed."""
+        return self.clip_coef * (1.0 - budget_fraction if self.anneal_clip else 1.0)
