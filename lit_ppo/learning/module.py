@@ -78,15 +78,16 @@ class PPOModule(L.LightningModule):
             config"). Costs a host sync per minibatch (and a reduce across DDP ranks, so that every rank stops at
             the same update). With ``data.overlap`` the KL is measured from the learner's policy at the update's
             start, not from the older policy that acted (:mod:`lit_ppo.learning.decoupled`).
-        adaptive_lr_kl: adapt the learning rate after every minibatch to hold its approx KL near this value
+        adaptive_lr_kl: adapt the learning rate before every minibatch's step to hold its approx KL near this value
             (rsl_rl's adaptive schedule: divided by 1.5 when a minibatch's KL exceeds twice it, multiplied by 1.5 when
             below half of it, within [1e-5, 1e-2]; :mod:`lit_ppo.learning.learning_rate`), starting from ``lr``
             and carried from rollout to rollout (and in checkpoints, with the optimizer's state); ``stats/lr`` logs it
-            at each rollout's end. ``null`` (default): off. Not with ``anneal_lr``. Costs a host sync per minibatch (a reduce
-            across DDP ranks, so that every rank steps at the same rate). With ``target_kl`` too, the stop is checked
-            first. With many minibatches a rollout (the defaults' 320) the KL, measured from the rollout's policy,
-            passes twice the target part-way and every later step divides the rate: it ends each rollout at 1e-5
-            (Ant-v5, ``docs/notebook/results.md``); ``adaptive_lr_every: rollout`` adapts it once per rollout instead.
+            at each rollout's end. ``null`` (default): off. Not with ``anneal_lr``. Costs a host sync per minibatch
+            (a reduce across DDP ranks, so that every rank steps at the same rate). With ``target_kl`` too, the stop is
+            checked first. With many minibatches a rollout (the defaults' 320) the KL, measured from the rollout's
+            policy, passes twice the target part-way and every later step divides the rate: it ends each rollout at
+            1e-5 (Ant-v5, ``docs/notebook/results.md``); ``adaptive_lr_every: rollout`` adapts it once per rollout
+            instead.
         adaptive_lr_every: when ``adaptive_lr_kl`` moves the rate: ``minibatch`` (rsl_rl's, before each step) or
             ``rollout`` (after the rollout's updates, from the KL of its last minibatch scored: the rate of the next
             rollout's updates; one host sync a rollout).
