@@ -52,7 +52,8 @@ observation normalization, or with the critic's targets unscaled), ``lit_stagger
 ``lit_stagger_alrr02`` / ``lit_stagger_alrr02_no_obs_norm`` (adapted once per rollout, to 0.02; and with raw
 observations), ``lit_stagger_std05`` (the Gaussian's first std exp(-0.5)), ``lit_stagger_mb256`` /
 ``lit_stagger_std05_mb256`` / ``lit_stagger_std05_ent01`` (minibatches of 256, with that first std too, or that std with
-an entropy bonus of 0.01: for Swimmer-v5),
+an entropy bonus of 0.01: for Swimmer-v5), ``lit_stagger_ent01`` / ``lit_stagger_ns256`` (the bonus alone, and 4 x
+256-step rollouts: twice the stop's rollouts in a budget),
 ``sb3`` (SB3's ``PPO("MlpPolicy")`` with its defaults on one env, as SB3's docs run it). Needs the bench extra (and
 box2d for LunarLander). The study behind today's defaults: ``docs/results.md``, "Package defaults".
 
@@ -201,6 +202,10 @@ ARMS = {
     "lit_stagger_mb256": ["--data.stagger_episodes", "true", "--data.minibatch_size", "256"],
     "lit_stagger_std05_mb256": ["--data.stagger_episodes", "true", "--model.log_std_init", "-0.5",
                                 "--data.minibatch_size", "256"],
+    # the bonus on today's first std, and rollouts of 4 x 256 steps: under the stop each rollout moves the policy by
+    # about the same KL, so twice the rollouts in a budget move it twice as far
+    "lit_stagger_ent01": ["--data.stagger_episodes", "true", "--model.ent_coef", "0.01"],
+    "lit_stagger_ns256": ["--data.stagger_episodes", "true", "--data.num_steps", "256"],
     "lit_stagger_std05_ent01": ["--data.stagger_episodes", "true", "--model.log_std_init", "-0.5", "--model.ent_coef",
                                 "0.01"],
     "sb3": None,
