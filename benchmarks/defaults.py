@@ -210,10 +210,14 @@ ARMS = {
                                 "0.01"],
     "sb3": None,
 }
-# Every arm but the package as it is was measured before the first episodes were staggered by default (2026-12-07):
-# it pins them unstaggered, so that its rows stay its own (an arm that sets the key keeps its setting)
-ARMS = {arm: args if args is None or arm == "lit_defaults" or "--data.stagger_episodes" in args
-        else ["--data.stagger_episodes", "false", *args] for arm, args in ARMS.items()}
+# Every arm but the package as it is was measured before the defaults it does not set changed: it pins the ones it
+# ran with, so that its rows stay its own (an arm that sets a key keeps its setting): the first episodes unstaggered
+# (staggered by default since 2026-12-07), the Gaussian's first std 1 and no entropy bonus (a first std of 0.61 and
+# a bonus of 0.01 for Box actions by default since 2026-12-08)
+PINNED = {"--data.stagger_episodes": "false", "--model.log_std_init": "0.0", "--model.ent_coef": "0.0"}
+ARMS = {arm: args if args is None or arm == "lit_defaults"
+        else [x for key, value in PINNED.items() if key not in args for x in (key, value)] + args
+        for arm, args in ARMS.items()}
 EVAL_EPISODES = 20
 # lit_ppo's refusal to resume a fit that has spent its budget: a run stopped after its fit, before its evaluation
 FIT_DONE = "which leaves less than one rollout"

@@ -86,15 +86,14 @@ def test_the_value_clip_range_is_its_own_and_is_not_annealed():
         assert terms[1].item() == pytest.approx(0.5 * error.mean().item(), rel=1e-5), clip_vloss
 
 
-def test_the_default_entropy_weight_is_0_and_null_means_0_01_for_continuous_actions_and_0_for_discrete():
-    # No bonus by default; model.ent_coef: null (the default before 2026-12-06) resolves by the action space. The
-    # loss is policy + vf_coef x value - ent_coef x entropy, checked against the terms it returns; an explicit value
-    # is kept as given.
+def test_the_default_entropy_weight_is_null_0_01_for_continuous_actions_and_0_for_discrete():
+    # model.ent_coef: null (the default) resolves by the action space. The loss is policy + vf_coef x value - ent_coef
+    # x entropy, checked against the terms it returns; an explicit value is kept as given.
     from lit_ppo import PPODataModule, PPOModule
     from lit_ppo.collection.rollout import Minibatch
 
     default = object()
-    cases = (("Pendulum-v1", default, 0.0), ("Pendulum-v1", None, 0.01), ("Pendulum-v1", 0.0, 0.0),
+    cases = (("Pendulum-v1", default, 0.01), ("Pendulum-v1", None, 0.01), ("Pendulum-v1", 0.0, 0.0),
              ("Pendulum-v1", 0.03, 0.03), ("CartPole-v1", default, 0.0), ("CartPole-v1", None, 0.0),
              ("CartPole-v1", 0.02, 0.02))
     for env_id, given, expected in cases:

@@ -27,7 +27,7 @@ def test_log_std_init_sets_the_initial_std_and_entropy():
     torch.testing.assert_close(log_std.exp(), torch.full((3, 2), 0.1353352832))
     _, entropy, _ = net.evaluate(torch.zeros(3, 4), torch.zeros(3, 2))
     torch.testing.assert_close(entropy, torch.full((3,), 2 * (-2.0 + 1.4189385332)))
-    assert list(ActorCritic(OBS, ACTION, [8]).log_std.tolist()) == [0.0, 0.0]  # the default: std 1
+    assert list(ActorCritic(OBS, ACTION, [8]).log_std.tolist()) == [-0.5, -0.5]  # the default: std 0.61
 
 
 def test_ortho_init_false_keeps_pytorchs_default_init():

@@ -216,9 +216,9 @@ def test_bernoulli_matches_torch_bernoulli():
     torch.testing.assert_close(samples.mean(0), logits[0].sigmoid(), atol=5e-3, rtol=0)
 
 
-def test_log_std_is_a_saved_optimized_parameter_initialized_to_zero():
+def test_log_std_is_a_saved_optimized_parameter_initialized_to_minus_one_half():
     net = ActorCritic(BoxSpec((3,)), BoxSpec((2,)), [8])
-    assert torch.equal(net.log_std.detach(), torch.zeros(2))
+    assert torch.equal(net.log_std.detach(), torch.full((2,), -0.5))  # a first std of 0.61 by default
     assert any(p is net.log_std for p in net.parameters())
     assert "log_std" in net.state_dict()
     params, _, _ = net(torch.zeros(4, 3))
@@ -649,11 +649,12 @@ def test_unsupported_action_space_is_named():
 def test_pendulum_learns_within_a_small_budget(tmp_path):
     torch.set_num_threads(1)
     L.seed_everything(1)
-    # configs/pendulum.yaml with a 61,440-step budget (30 rollouts); its first episodes are not staggered.
+    # configs/pendulum.yaml with a 61,440-step budget (30 rollouts); its first episodes are not staggered, its first
+    # std is 1.
     dm = PPODataModule("Pendulum-v1", normalize_obs=True, normalize_reward=True, num_envs=16, num_steps=128,
                        total_timesteps=61_440, gamma=0.9, gae_lambda=0.95, update_epochs=10, minibatch_size=256,
                        eval_episodes=10, stagger_episodes=False)
-    model = PPOModule(env_spec=dm.env_spec, lr=1e-3, anneal_lr=True, ent_coef=0.0)
+    model = PPOModule(env_spec=dm.env_spec, lr=1e-3, anneal_lr=True, ent_coef=0.0, log_std_init=0.0)
     trainer = _trainer(tmp_path)
     [before] = trainer.validate(model, dm, verbose=False)
     trainer.fit(model, dm)

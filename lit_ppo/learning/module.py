@@ -31,6 +31,7 @@ from lit_ppo.learning.metrics import RecentEpisodes, RolloutLogging, UpdateSumma
 from lit_ppo.learning.objective import PPOObjective, default_ent_coef
 from lit_ppo.learning.losses import LOSS_NAMES
 from lit_ppo.networks.actor_critic import ActorCritic
+from lit_ppo.networks.settings import LOG_STD_INIT
 from lit_ppo.learning.nonfinite import NonFiniteGuard
 from lit_ppo.learning.settings import PPOSettings
 
@@ -53,7 +54,9 @@ class PPOModule(L.LightningModule):
             actor and value heads are linear layers on its features.
         recurrent: an LSTM/GRU core before the actor/critic layers, ``{cell: lstm|gru, hidden_size: 128, layers: 1}``
             (``true``: those; :mod:`lit_ppo.networks.recurrent`); minibatches are then whole environment sequences.
-        log_std_init: the Gaussian's initial log-std (continuous actions; see :class:`ActorCritic`).
+        log_std_init: the Gaussian's initial log-std (continuous actions; see :class:`ActorCritic`). -0.5 by default
+            (a first std of 0.61, Spinning Up's): with a first std of 1, Ant-v5's and Humanoid-v5's control cost
+            outweighs staying alive and the policy learns to fall (``docs/zoo.md``, "Without a config").
         ortho_init: PPO's orthogonal initialization (``false``: PyTorch's default init).
         lr: Adam learning rate (eps 1e-5).
         anneal_lr: anneal the learning rate linearly to 0 over the budget.
@@ -62,9 +65,9 @@ class PPOModule(L.LightningModule):
         clip_vloss: clip the value update around the rollout's values: ``false`` (SB3's default), a range (SB3's
             ``clip_range_vf``) or ``true`` (CleanRL's: ``clip_coef`` as configured); never annealed.
         vf_coef: weight of the value loss.
-        ent_coef: entropy bonus weight; ``null``: 0.01 for Box actions, 0 for discrete
-            (:func:`~lit_ppo.learning.objective.default_ent_coef`: the default from 2026-12-03 to 2026-12-06, kept for
-            the configs and checkpoints that hold it). 0 by default, as SB3's: with the KL stop below it won Ant-v5.
+        ent_coef: entropy bonus weight; ``null`` (the default): 0.01 for Box actions, 0 for discrete
+            (:func:`~lit_ppo.learning.objective.default_ent_coef`), which keeps the narrower first Gaussian wide
+            until Swimmer-v5 finds its fast stroke (``docs/zoo.md``). 0 from 2026-12-06 to 2026-12-07.
         max_grad_norm: clip the global gradient norm of every update to this (``null``: no clipping).
         norm_adv: normalize advantages per minibatch.
         decoupled: with ``data.overlap``, clip around the learner's policy at the update's start and weight each sample
@@ -112,7 +115,7 @@ class PPOModule(L.LightningModule):
         activation: str = "tanh",
         network: Optional[ClassPathConfig] = None,
         recurrent: Union[bool, dict[str, Any], None] = None,
-        log_std_init: float = 0.0,
+        log_std_init: float = LOG_STD_INIT,
         ortho_init: bool = True,
         lr: float = 3e-4,
         anneal_lr: bool = False,
@@ -120,7 +123,7 @@ class PPOModule(L.LightningModule):
         anneal_clip: bool = False,
         clip_vloss: Union[bool, float] = False,
         vf_coef: float = 0.5,
-        ent_coef: Optional[float] = 0.0,
+        ent_coef: Optional[float] = None,
         max_grad_norm: Optional[float] = 0.5,
         norm_adv: bool = True,
         target_kl: Optional[float] = 0.02,

@@ -30,7 +30,7 @@ from lit_ppo.networks.encoders import NormalizedObservation, ObservationEncoder,
 from lit_ppo.errors import ConfigError
 from lit_ppo.networks.normalization import CLIP, RunningMeanStd
 from lit_ppo.networks.recurrent import RecurrentCore
-from lit_ppo.networks.settings import NetworkSettings
+from lit_ppo.networks.settings import LOG_STD_INIT, NetworkSettings
 from lit_ppo.envs.spaces import ActionSpec, BoxSpec, ObservationSpec, spec_from_dict
 
 ACTIVATIONS = {"tanh": nn.Tanh, "relu": nn.ReLU}  # NetworkSettings' choices, as layers
@@ -109,7 +109,8 @@ class ActorCritic(nn.Module):
         recurrent: ``{cell: lstm|gru, hidden_size, layers}`` (:class:`lit_ppo.networks.recurrent.RecurrentConfig`), or None.
 
     The settings are checked by :class:`lit_ppo.networks.settings.NetworkSettings`, once.
-        log_std_init: initial log-std of the Gaussian head (continuous actions): the initial std is its exp.
+        log_std_init: initial log-std of the Gaussian head (continuous actions): the initial std is its exp
+            (:data:`lit_ppo.networks.settings.LOG_STD_INIT` by default).
         ortho_init: PPO's orthogonal initialization of the built-in layers; ``False`` keeps PyTorch's default
             ``reset_parameters`` init (a user's ``network`` keeps its own init either way).
         actor_inputs: the actor reads only the first ``actor_inputs`` of a flat observation, the critic all of it
@@ -133,7 +134,7 @@ class ActorCritic(nn.Module):
         normalize_reward: bool = False,
         return_scaling: bool = False,
         recurrent: Any = None,
-        log_std_init: float = 0.0,
+        log_std_init: float = LOG_STD_INIT,
         ortho_init: bool = True,
         actor_inputs: Optional[int] = None,
         groups: Optional[int] = None,

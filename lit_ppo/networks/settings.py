@@ -13,6 +13,9 @@ from lit_ppo.networks.encoders import ENCODERS
 from lit_ppo.networks.recurrent import RecurrentConfig
 
 ACTIVATIONS = ("tanh", "relu")
+# The Gaussian's first log-std: std 0.61 (Spinning Up's start; 0 until 2026-12-07, as SB3's). A first std of 1 makes
+# the control cost of Ant-v5's and Humanoid-v5's random actions outweigh staying alive (docs/zoo.md).
+LOG_STD_INIT = -0.5
 
 
 @dataclass(frozen=True)
@@ -25,7 +28,7 @@ class NetworkSettings:
     activation: str = "tanh"
     network: Optional[ClassPathConfig] = None
     recurrent: Optional[RecurrentConfig] = None
-    log_std_init: float = 0.0
+    log_std_init: float = LOG_STD_INIT
     ortho_init: bool = True
 
     @classmethod
