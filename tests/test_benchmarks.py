@@ -261,6 +261,25 @@ def test_the_defaults_table_gives_each_arms_mean_and_seeds_and_a_dash_where_none
         "| Ant-v5, 1,000 | 4.0 (4.0 / —) | 20.0 (10.0 / 30.0) |", "| Hopper-v5, 1,000 | — | — |"]
 
 
+def test_every_defaults_arm_but_the_package_as_it_is_pins_the_defaults_it_ran_with(monkeypatch):
+    # A changed default must not change what an older arm's rows measured: each arm pins the defaults it leaves unset
+    # to their values before the change (a later flag overrides an earlier one), and sets its own as given.
+    monkeypatch.syspath_prepend(str(BENCHMARKS))
+    from defaults import ARMS
+
+    def settings(args):
+        return dict(zip(args[::2], args[1::2]))
+
+    assert ARMS["lit_defaults"] == [] and ARMS["sb3"] is None
+    assert settings(ARMS["lit_defaults_stagger"]) == {"--data.stagger_episodes": "true", "--model.log_std_init": "0.0",
+                                                      "--model.ent_coef": "0.0"}
+    assert settings(ARMS["lit_stagger_std05_ent01"]) == {"--data.stagger_episodes": "true",
+                                                         "--model.log_std_init": "-0.5", "--model.ent_coef": "0.01"}
+    assert settings(ARMS["lit_defaults_1203"])["--model.ent_coef"] == "null"  # its own bonus, kept
+    assert all(settings(args).keys() >= {"--data.stagger_episodes", "--model.log_std_init", "--model.ent_coef"}
+               for arm, args in ARMS.items() if arm not in ("lit_defaults", "sb3"))
+
+
 def test_the_report_gives_tianshous_measure_the_maximum_over_training_of_the_seeds_mean(tmp_path, monkeypatch):
     monkeypatch.syspath_prepend(str(BENCHMARKS))
     import learning_report
