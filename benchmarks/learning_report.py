@@ -45,7 +45,8 @@ def config_sha(config: Path) -> str:
 # settings: a run made before that commit left the key out and trained with the value now spelled out.
 # (section, key, value spelled out, commit, its day)
 SPELLED_OUT = [("model", "target_kl", None, "d2d0696", "2026-12-06"),  # the default KL stop at 0.02
-               ("data", "stagger_episodes", False, "2a993ef", "2026-12-07")]  # first episodes staggered by default
+               ("data", "stagger_episodes", False, "2a993ef", "2026-12-07"),  # first episodes staggered by default
+               ("model", "log_std_init", 0.0, "02abd19", "2026-12-08")]  # the Gaussian's first std 0.61 by default
 
 
 def trained_before(recorded: dict, commit: str, day: str) -> bool:

@@ -96,7 +96,7 @@ def test_a_gaussian_head_has_a_log_std_per_group():
     with torch.no_grad():
         policy.log_std[1] = -1.0
         params, _, _ = policy(torch.cat([torch.eye(2), torch.zeros(2, 3)], 1))
-    assert params[0, 2:].tolist() == [0.0, 0.0] and params[1, 2:].tolist() == [-1.0, -1.0]
+    assert params[0, 2:].tolist() == [-0.5, -0.5] and params[1, 2:].tolist() == [-1.0, -1.0]  # group 0: the default
 
 
 def test_groups_with_a_recurrent_core_are_refused_by_name():
