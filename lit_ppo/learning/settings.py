@@ -22,7 +22,7 @@ class PPOSettings:
     anneal_clip: bool = False
     clip_vloss: Union[bool, float] = False
     vf_coef: float = 0.5
-    ent_coef: Optional[float] = 0.0
+    ent_coef: Optional[float] = None  # null: by the action space (default_ent_coef), as PPOModule's
     max_grad_norm: Optional[float] = 0.5
     norm_adv: bool = True
     target_kl: Optional[float] = 0.02
